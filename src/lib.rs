@@ -1,0 +1,4 @@
+//! tabletop: a terminal console for Azure Table Storage.
+//!
+//! `azure` speaks the Table REST protocol and knows nothing of the UI.
+pub mod azure;
