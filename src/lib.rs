@@ -2,3 +2,4 @@
 //!
 //! `azure` speaks the Table REST protocol and knows nothing of the UI.
 pub mod azure;
+pub mod config;
