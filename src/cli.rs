@@ -271,9 +271,9 @@ pub fn retry_policy(r: &config::RetrySettings) -> RetryPolicy {
 pub fn profile_account(name: &str, p: &ProfileConfig) -> Result<Account, Failure> {
     let cs = p.connection_string(name).map_err(|e| Failure::usage(e.to_string()))?;
     let account = Account::from_connection_string(cs.expose()).map_err(|e| Failure::usage(format!("profile '{name}': {e}")))?;
-    Ok(account.with_scheme(match p.signing.as_deref() {
-        Some("shared-key-lite") => SigningScheme::SharedKeyLite,
-        _ => SigningScheme::SharedKey,
+    Ok(account.with_scheme(match p.signing {
+        config::Signing::SharedKeyLite => SigningScheme::SharedKeyLite,
+        config::Signing::SharedKey => SigningScheme::SharedKey,
     }))
 }
 
