@@ -1,0 +1,6 @@
+//! Integration tests against a real Azurite, all in one binary so they share one emulator.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod harness_smoke;
