@@ -1,0 +1,10 @@
+//! Integration tests against a real Azurite, all in one binary so they share one emulator.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod harness_smoke;
+mod cli;
+mod client_ops;
+mod common;
+mod faults;
