@@ -8,11 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tabletop::azure::{auth, edm, Account, ClientOptions, EdmValue, Entity, QuerySpec, SigningScheme, TableClient};
+use tabletop::azure::{
+    auth, edm, Account, ClientOptions, EdmValue, Entity, QuerySpec, SigningScheme, TableClient,
+};
 use tabletop::emulator::Emulator;
 
 fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// User + system CPU time of this process.
@@ -29,7 +34,12 @@ fn entity(i: usize) -> Entity {
     Entity::new(format!("p{:03}", i % 100), format!("r{i:08}"))
         .with("Amount", EdmValue::Int64(i as i64 * 1_000_003))
         .with("Ratio", EdmValue::Double(i as f64 / 7.0))
-        .with("When", EdmValue::DateTime(edm::DateTime::from_ticks(638_000_000_000_000_000 + i as i64)))
+        .with(
+            "When",
+            EdmValue::DateTime(edm::DateTime::from_ticks(
+                638_000_000_000_000_000 + i as i64,
+            )),
+        )
         .with("Active", EdmValue::Boolean(i % 2 == 0))
         .with("Payload", EdmValue::String("x".repeat(900)))
 }
@@ -42,13 +52,24 @@ struct RawClient {
 
 impl RawClient {
     fn request(&self, path_and_query: &str) -> reqwest::RequestBuilder {
-        let url = reqwest::Url::parse(&format!("{}{}", self.account.endpoint, path_and_query)).expect("url");
+        let url = reqwest::Url::parse(&format!("{}{}", self.account.endpoint, path_and_query))
+            .expect("url");
         let date = edm::rfc1123(edm::DateTime::now().unix_seconds());
-        let tabletop::azure::connection::Credential::SharedKey { key, .. } = &self.account.credential else {
+        let tabletop::azure::connection::Credential::SharedKey { key, .. } =
+            &self.account.credential
+        else {
             panic!("bench needs a shared key");
         };
         let resource = auth::canonicalized_resource(&self.account.name, url.path(), url.query());
-        let authz = auth::authorization(SigningScheme::SharedKey, &self.account.name, key, "GET", "", &date, &resource);
+        let authz = auth::authorization(
+            SigningScheme::SharedKey,
+            &self.account.name,
+            key,
+            "GET",
+            "",
+            &date,
+            &resource,
+        );
         self.http
             .get(url)
             .header("x-ms-date", date)
@@ -70,8 +91,14 @@ impl RawClient {
                 }
             }
             let resp = self.request(&path).send().await.expect("raw scan");
-            let h = |n: &str| resp.headers().get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
-            let next = h("x-ms-continuation-nextpartitionkey").map(|pk| (pk, h("x-ms-continuation-nextrowkey")));
+            let h = |n: &str| {
+                resp.headers()
+                    .get(n)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let next = h("x-ms-continuation-nextpartitionkey")
+                .map(|pk| (pk, h("x-ms-continuation-nextrowkey")));
             bytes += resp.bytes().await.expect("body").len();
             match next {
                 Some(t) => token = Some(t),
@@ -109,12 +136,19 @@ fn main() {
     let gets = env_usize("GETS", 5_000);
     let rounds = env_usize("ROUNDS", 5);
     let concurrency = 16;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let emulator = Emulator::start(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let emulator = Emulator::start(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|e| panic!("{e}"));
     let account = Account::from_connection_string(&emulator.connection_string()).expect("account");
     let client = TableClient::new(account.clone(), ClientOptions::default()).expect("client");
     let raw = RawClient {
-        http: reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(4)).build().expect("http"),
+        http: reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(4))
+            .build()
+            .expect("http"),
         account,
     };
     let table = "BenchScan";

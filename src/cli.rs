@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::azure::{
-    Account, ClientOptions, Condition, EdmType, EdmValue, Entity, QuerySpec, RetryPolicy, SigningScheme, TableClient, TableError,
-    UpdateMode,
+    Account, ClientOptions, Condition, EdmType, EdmValue, Entity, QuerySpec, RetryPolicy,
+    SigningScheme, TableClient, TableError, UpdateMode,
 };
 use crate::config::{self, LoadedConfig, ProfileConfig};
 
@@ -206,7 +206,8 @@ pub struct Session {
 
 /// Resolves the connection: flag, profile, environment, default profile, local emulator.
 pub fn connect(global: &GlobalArgs) -> Result<Session, Failure> {
-    let loaded = config::load(global.config.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
+    let loaded =
+        config::load(global.config.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
     for w in &loaded.warnings {
         eprintln!("tabletop: warning: {w}");
     }
@@ -220,8 +221,15 @@ pub fn connect(global: &GlobalArgs) -> Result<Session, Failure> {
             let known: Vec<&str> = cfg.profiles.keys().map(String::as_str).collect();
             Failure::usage(format!(
                 "no profile '{name}' in {} (known: {})",
-                loaded.path.as_ref().map_or("the config".to_string(), |p| p.display().to_string()),
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                loaded
+                    .path
+                    .as_ref()
+                    .map_or("the config".to_string(), |p| p.display().to_string()),
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
             ))
         })?;
         profile_name = Some(name.clone());
@@ -230,10 +238,11 @@ pub fn connect(global: &GlobalArgs) -> Result<Session, Failure> {
     } else if let Some(env) = Account::from_env() {
         env.map_err(|e| Failure::usage(format!("AZURE_STORAGE_CONNECTION_STRING: {e}")))?
     } else if let Some(name) = &cfg.default_profile {
-        let p = cfg
-            .profiles
-            .get(name)
-            .ok_or_else(|| Failure::usage(format!("default_profile '{name}' is not defined under [profiles]")))?;
+        let p = cfg.profiles.get(name).ok_or_else(|| {
+            Failure::usage(format!(
+                "default_profile '{name}' is not defined under [profiles]"
+            ))
+        })?;
         profile_name = Some(name.clone());
         profile = Some(p.clone());
         profile_account(name, p)?
@@ -269,8 +278,11 @@ pub fn retry_policy(r: &config::RetrySettings) -> RetryPolicy {
 }
 
 pub fn profile_account(name: &str, p: &ProfileConfig) -> Result<Account, Failure> {
-    let cs = p.connection_string(name).map_err(|e| Failure::usage(e.to_string()))?;
-    let account = Account::from_connection_string(cs.expose()).map_err(|e| Failure::usage(format!("profile '{name}': {e}")))?;
+    let cs = p
+        .connection_string(name)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let account = Account::from_connection_string(cs.expose())
+        .map_err(|e| Failure::usage(format!("profile '{name}': {e}")))?;
     Ok(account.with_scheme(match p.signing {
         config::Signing::SharedKeyLite => SigningScheme::SharedKeyLite,
         config::Signing::SharedKey => SigningScheme::SharedKey,
@@ -363,7 +375,9 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
             client.delete_table(&name).await?;
             eprintln!("tabletop: deleted table {name}");
         }
-        Command::Query(args) => query(client, args, session.config.config.page_size, &mut out).await?,
+        Command::Query(args) => {
+            query(client, args, session.config.config.page_size, &mut out).await?
+        }
         Command::Get {
             table,
             partition_key,
@@ -378,10 +392,18 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
                 report_write(&mut out, &entity, &outcome)?;
             }
         }
-        Command::Replace(args) => conditional_write(client, args, UpdateMode::Replace, &mut out).await?,
-        Command::Merge(args) => conditional_write(client, args, UpdateMode::Merge, &mut out).await?,
+        Command::Replace(args) => {
+            conditional_write(client, args, UpdateMode::Replace, &mut out).await?
+        }
+        Command::Merge(args) => {
+            conditional_write(client, args, UpdateMode::Merge, &mut out).await?
+        }
         Command::Upsert { write, replace } => {
-            let mode = if replace { UpdateMode::Replace } else { UpdateMode::Merge };
+            let mode = if replace {
+                UpdateMode::Replace
+            } else {
+                UpdateMode::Merge
+            };
             for entity in read_entities(&write)? {
                 let outcome = client.upsert(&write.table, &entity, mode).await?;
                 report_write(&mut out, &entity, &outcome)?;
@@ -403,7 +425,9 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
                     ))
                 }
             };
-            let outcome = client.delete_entity(&table, &partition_key, &row_key, &cond).await?;
+            let outcome = client
+                .delete_entity(&table, &partition_key, &row_key, &cond)
+                .await?;
             if let Some(note) = outcome.note() {
                 eprintln!("tabletop: note: {note}");
             }
@@ -413,9 +437,16 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
     out.flush()
 }
 
-fn report_write(out: &mut Out, entity: &Entity, outcome: &crate::azure::WriteOutcome) -> Result<(), Failure> {
+fn report_write(
+    out: &mut Out,
+    entity: &Entity,
+    outcome: &crate::azure::WriteOutcome,
+) -> Result<(), Failure> {
     if let Some(note) = outcome.note() {
-        eprintln!("tabletop: note: {} / {}: {note}", entity.partition_key, entity.row_key);
+        eprintln!(
+            "tabletop: note: {} / {}: {note}",
+            entity.partition_key, entity.row_key
+        );
     }
     let keys = Entity {
         etag: outcome.etag.clone(),
@@ -424,8 +455,17 @@ fn report_write(out: &mut Out, entity: &Entity, outcome: &crate::azure::WriteOut
     out.line(&keys.to_json_line())
 }
 
-async fn conditional_write(client: &TableClient, args: ConditionalWriteArgs, mode: UpdateMode, out: &mut Out) -> Result<(), Failure> {
-    let verb = if mode == UpdateMode::Replace { "replace" } else { "merge" };
+async fn conditional_write(
+    client: &TableClient,
+    args: ConditionalWriteArgs,
+    mode: UpdateMode,
+    out: &mut Out,
+) -> Result<(), Failure> {
+    let verb = if mode == UpdateMode::Replace {
+        "replace"
+    } else {
+        "merge"
+    };
     let entities = read_entities(&args.write)?;
     if args.condition.if_match.is_some() && entities.len() > 1 {
         return Err(Failure::usage(format!(
@@ -475,12 +515,22 @@ fn read_entities(w: &WriteArgs) -> Result<Vec<Entity>, Failure> {
     };
     let parsed = crate::azure::edm::parse_entities(&text);
     if parsed.is_empty() {
-        return Err(Failure::usage("no entity given: pass JSON as an argument or on stdin"));
+        return Err(Failure::usage(
+            "no entity given: pass JSON as an argument or on stdin",
+        ));
     }
-    parsed.into_iter().map(|r| r.map_err(Failure::usage)).collect()
+    parsed
+        .into_iter()
+        .map(|r| r.map_err(Failure::usage))
+        .collect()
 }
 
-async fn query(client: &TableClient, args: QueryArgs, default_page_size: u32, out: &mut Out) -> Result<(), Failure> {
+async fn query(
+    client: &TableClient,
+    args: QueryArgs,
+    default_page_size: u32,
+    out: &mut Out,
+) -> Result<(), Failure> {
     if let Some(f) = &args.filter {
         crate::azure::filter::parse(f).map_err(|e| Failure::usage(e.to_string()))?;
     }
@@ -529,7 +579,11 @@ fn columns(rows: &[Entity]) -> Vec<(String, EdmType)> {
 fn write_csv(rows: &[Entity], out: &mut Out) -> Result<(), Failure> {
     let cols = columns(rows);
     let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header = vec!["PartitionKey".to_string(), "RowKey".to_string(), "Timestamp".to_string()];
+    let mut header = vec![
+        "PartitionKey".to_string(),
+        "RowKey".to_string(),
+        "Timestamp".to_string(),
+    ];
     for (name, _) in &cols {
         header.push(name.clone());
         header.push(format!("{name}@type"));
@@ -556,7 +610,9 @@ fn write_csv(rows: &[Entity], out: &mut Out) -> Result<(), Failure> {
         }
         w.write_record(&rec).map_err(csv_err)?;
     }
-    let bytes = w.into_inner().map_err(|e| Failure::with_code(1, format!("csv: {e}")))?;
+    let bytes = w
+        .into_inner()
+        .map_err(|e| Failure::with_code(1, format!("csv: {e}")))?;
     out.line(String::from_utf8_lossy(&bytes).trim_end_matches('\n'))
 }
 
@@ -564,7 +620,11 @@ fn write_csv(rows: &[Entity], out: &mut Out) -> Result<(), Failure> {
 fn write_table(rows: &[Entity], out: &mut Out) -> Result<(), Failure> {
     const MAX_WIDTH: usize = 40;
     let cols = columns(rows);
-    let mut header = vec!["PartitionKey".to_string(), "RowKey".to_string(), "Timestamp".to_string()];
+    let mut header = vec![
+        "PartitionKey".to_string(),
+        "RowKey".to_string(),
+        "Timestamp".to_string(),
+    ];
     header.extend(cols.iter().map(|(n, t)| match t {
         EdmType::String => n.clone(),
         t => format!("{n}:{}", t.short_name()),
@@ -587,13 +647,22 @@ fn write_table(rows: &[Entity], out: &mut Out) -> Result<(), Failure> {
         table.push(r);
     }
     let widths: Vec<usize> = (0..table[0].len())
-        .map(|i| table.iter().map(|r| r[i].chars().count().min(MAX_WIDTH)).max().unwrap_or(0))
+        .map(|i| {
+            table
+                .iter()
+                .map(|r| r[i].chars().count().min(MAX_WIDTH))
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     for r in &table {
         let mut line = String::new();
         for (i, v) in r.iter().enumerate() {
             let shown: String = if v.chars().count() > MAX_WIDTH {
-                v.chars().take(MAX_WIDTH - 1).chain(std::iter::once('…')).collect()
+                v.chars()
+                    .take(MAX_WIDTH - 1)
+                    .chain(std::iter::once('…'))
+                    .collect()
             } else {
                 v.clone()
             };

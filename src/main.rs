@@ -7,7 +7,10 @@ use tabletop::cli::{self, Cli, Failure};
 
 fn main() -> ExitCode {
     let args = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("tabletop: error: cannot start the async runtime: {e}");

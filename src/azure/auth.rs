@@ -25,7 +25,9 @@ pub fn string_to_sign(
 ) -> String {
     match scheme {
         // Content-MD5 is never sent, so its line stays empty.
-        SigningScheme::SharedKey => format!("{verb}\n\n{content_type}\n{date}\n{canonicalized_resource}"),
+        SigningScheme::SharedKey => {
+            format!("{verb}\n\n{content_type}\n{date}\n{canonicalized_resource}")
+        }
         SigningScheme::SharedKeyLite => format!("{date}\n{canonicalized_resource}"),
     }
 }
@@ -71,32 +73,69 @@ mod tests {
 
     #[test]
     fn shared_key_get_vector() {
-        let res = canonicalized_resource("devstoreaccount1", "/devstoreaccount1/mytable()", Some("$filter=x"));
+        let res = canonicalized_resource(
+            "devstoreaccount1",
+            "/devstoreaccount1/mytable()",
+            Some("$filter=x"),
+        );
         assert_eq!(res, "/devstoreaccount1/devstoreaccount1/mytable()");
         let sts = string_to_sign(SigningScheme::SharedKey, "GET", "", DATE, &res);
-        assert_eq!(sts, "GET\n\n\nMon, 01 Jan 2024 00:00:00 GMT\n/devstoreaccount1/devstoreaccount1/mytable()");
-        assert_eq!(signature(&key(), &sts), "mkOOxoNrAZNHja5Wu57H9Vs4fxh2RZTy7Jmvcw9G9f4=");
+        assert_eq!(
+            sts,
+            "GET\n\n\nMon, 01 Jan 2024 00:00:00 GMT\n/devstoreaccount1/devstoreaccount1/mytable()"
+        );
+        assert_eq!(
+            signature(&key(), &sts),
+            "mkOOxoNrAZNHja5Wu57H9Vs4fxh2RZTy7Jmvcw9G9f4="
+        );
     }
 
     #[test]
     fn shared_key_post_vector() {
         let res = canonicalized_resource("devstoreaccount1", "/devstoreaccount1/mytable", None);
-        let sts = string_to_sign(SigningScheme::SharedKey, "POST", "application/json", DATE, &res);
-        assert_eq!(signature(&key(), &sts), "7Yhnlsng3syaRPfj2ayn/5qq4m3n8VzeRdyCJyDK4Jw=");
+        let sts = string_to_sign(
+            SigningScheme::SharedKey,
+            "POST",
+            "application/json",
+            DATE,
+            &res,
+        );
+        assert_eq!(
+            signature(&key(), &sts),
+            "7Yhnlsng3syaRPfj2ayn/5qq4m3n8VzeRdyCJyDK4Jw="
+        );
     }
 
     #[test]
     fn shared_key_lite_vector() {
         let res = canonicalized_resource("devstoreaccount1", "/devstoreaccount1/Tables", None);
-        let auth = authorization(SigningScheme::SharedKeyLite, "devstoreaccount1", &key(), "POST", "application/json", DATE, &res);
-        assert_eq!(auth, "SharedKeyLite devstoreaccount1:13UOPPE/P1+LLsRFYJCHphuPCEQ21EO/4WbbW+OXG4U=");
+        let auth = authorization(
+            SigningScheme::SharedKeyLite,
+            "devstoreaccount1",
+            &key(),
+            "POST",
+            "application/json",
+            DATE,
+            &res,
+        );
+        assert_eq!(
+            auth,
+            "SharedKeyLite devstoreaccount1:13UOPPE/P1+LLsRFYJCHphuPCEQ21EO/4WbbW+OXG4U="
+        );
     }
 
     #[test]
     fn comp_parameter_is_the_only_query_part_signed() {
-        let res = canonicalized_resource("devstoreaccount1", "/", Some("restype=service&comp=properties"));
+        let res = canonicalized_resource(
+            "devstoreaccount1",
+            "/",
+            Some("restype=service&comp=properties"),
+        );
         assert_eq!(res, "/devstoreaccount1/?comp=properties");
         let sts = string_to_sign(SigningScheme::SharedKey, "GET", "", DATE, &res);
-        assert_eq!(signature(&key(), &sts), "t3bRRzkMy37DyPIM6TRZOVlIonBskQbhEjfHPF9rUcE=");
+        assert_eq!(
+            signature(&key(), &sts),
+            "t3bRRzkMy37DyPIM6TRZOVlIonBskQbhEjfHPF9rUcE="
+        );
     }
 }

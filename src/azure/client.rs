@@ -28,7 +28,11 @@ const JSON: &str = "application/json";
 pub const MAX_PAGE_SIZE: u32 = 1000;
 
 /// RFC 3986 unreserved characters stay; everything else is percent-encoded.
-const ENCODE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+const ENCODE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 fn encode(s: &str) -> String {
     utf8_percent_encode(s, ENCODE).to_string()
@@ -70,7 +74,12 @@ pub struct Continuation {
 
 impl Continuation {
     fn from_headers(headers: &HeaderMap) -> Option<Continuation> {
-        let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let get = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
         Some(Continuation {
             next_partition_key: get("x-ms-continuation-nextpartitionkey")?,
             next_row_key: get("x-ms-continuation-nextrowkey"),
@@ -107,7 +116,12 @@ impl QuerySpec {
 
     fn query_string(&self) -> Result<String> {
         let mut parts = Vec::new();
-        if let Some(f) = self.filter.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
+        if let Some(f) = self
+            .filter
+            .as_deref()
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+        {
             parts.push(format!("$filter={}", encode(f)));
         }
         if let Some(select) = &self.select {
@@ -130,7 +144,10 @@ impl QuerySpec {
         }
         if let Some(n) = self.page_size {
             if !(1..=MAX_PAGE_SIZE).contains(&n) {
-                return Err(validate_err("page size", format!("must be 1 to {MAX_PAGE_SIZE} (it is {n})")));
+                return Err(validate_err(
+                    "page size",
+                    format!("must be 1 to {MAX_PAGE_SIZE} (it is {n})"),
+                ));
             }
             parts.push(format!("$top={n}"));
         }
@@ -227,7 +244,10 @@ impl RawResponse {
     }
 
     fn header(&self, name: &str) -> Option<String> {
-        self.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
     }
 
     fn into_error(self) -> TableError {
@@ -352,7 +372,12 @@ impl TableClient {
     // ---- tables -------------------------------------------------------------------------
 
     /// One page of table names; `next` is the `NextTableName` of the previous page.
-    pub async fn list_tables_page(&self, filter: Option<&str>, top: Option<u32>, next: Option<&str>) -> Result<TablePage> {
+    pub async fn list_tables_page(
+        &self,
+        filter: Option<&str>,
+        top: Option<u32>,
+        next: Option<&str>,
+    ) -> Result<TablePage> {
         let mut req = Request::new(Method::GET, "/Tables".into(), Operation::ListTables);
         let mut q = Vec::new();
         if let Some(f) = filter.filter(|f| !f.trim().is_empty()) {
@@ -391,11 +416,15 @@ impl TableClient {
         validate::table_name(name)?;
         let mut req = Request::new(Method::POST, "/Tables".into(), Operation::CreateTable);
         req.body = Some(serde_json::json!({ "TableName": name }).to_string());
-        req.extra_headers.push(("Prefer", "return-no-content".into()));
+        req.extra_headers
+            .push(("Prefer", "return-no-content".into()));
         req.table = Some(Arc::from(name));
         let raw = self.send(req).await?;
         // A retried create that meets 409 found its own earlier success.
-        if raw.status == 409 && raw.attempts > 1 && raw.header("x-ms-error-code").as_deref() == Some("TableAlreadyExists") {
+        if raw.status == 409
+            && raw.attempts > 1
+            && raw.header("x-ms-error-code").as_deref() == Some("TableAlreadyExists")
+        {
             return Ok(());
         }
         raw.error_if_failed().map(|_| ())
@@ -416,7 +445,12 @@ impl TableClient {
     // ---- queries ------------------------------------------------------------------------
 
     /// One page of a query, starting at `from` (None = the beginning).
-    pub async fn query_page(&self, table: &str, spec: &QuerySpec, from: Option<&Continuation>) -> Result<EntityPage> {
+    pub async fn query_page(
+        &self,
+        table: &str,
+        spec: &QuerySpec,
+        from: Option<&Continuation>,
+    ) -> Result<EntityPage> {
         let req = self.query_request(table, spec, from, None)?;
         let raw = self.send(req).await?;
         self.finish_query(raw)
@@ -435,7 +469,10 @@ impl TableClient {
             if !query.is_empty() {
                 query.push('&');
             }
-            query.push_str(&format!("NextPartitionKey={}", encode(&c.next_partition_key)));
+            query.push_str(&format!(
+                "NextPartitionKey={}",
+                encode(&c.next_partition_key)
+            ));
             if let Some(rk) = &c.next_row_key {
                 query.push_str(&format!("&NextRowKey={}", encode(rk)));
             }
@@ -473,7 +510,13 @@ impl TableClient {
     /// Every page of a query from `from`, prefetching: the next page's request goes out as soon
     /// as this page's continuation headers arrive, and this page is parsed while it is in
     /// flight. `limit` caps the total number of entities.
-    pub fn query_stream(&self, table: &str, spec: QuerySpec, from: Option<Continuation>, limit: Option<u64>) -> EntityStream {
+    pub fn query_stream(
+        &self,
+        table: &str,
+        spec: QuerySpec,
+        from: Option<Continuation>,
+        limit: Option<u64>,
+    ) -> EntityStream {
         let (tx, rx) = mpsc::channel::<Result<EntityPage>>(2);
         let client = self.clone();
         let table = table.to_string();
@@ -509,13 +552,15 @@ impl TableClient {
             let continuation = (&mut current.continuation).await.ok().flatten();
             let wants_more = |got: u64| limit.is_none_or(|l| got < l);
             let next = match &continuation {
-                Some(c) if wants_more(delivered) => match self.spawn_fetch(&table, &spec, Some(c)) {
-                    Ok(f) => Some(f),
-                    Err(e) => {
-                        let _ = tx.send(Err(e)).await;
-                        return;
+                Some(c) if wants_more(delivered) => {
+                    match self.spawn_fetch(&table, &spec, Some(c)) {
+                        Ok(f) => Some(f),
+                        Err(e) => {
+                            let _ = tx.send(Err(e)).await;
+                            return;
+                        }
                     }
-                },
+                }
                 _ => None,
             };
             let page = match (&mut current.response.0).await {
@@ -537,7 +582,12 @@ impl TableClient {
         }
     }
 
-    fn spawn_fetch(&self, table: &str, spec: &QuerySpec, from: Option<&Continuation>) -> Result<PendingPage> {
+    fn spawn_fetch(
+        &self,
+        table: &str,
+        spec: &QuerySpec,
+        from: Option<&Continuation>,
+    ) -> Result<PendingPage> {
         let (tx, rx) = oneshot::channel();
         let req = self.query_request(table, spec, from, Some(tx))?;
         let client = self.clone();
@@ -551,7 +601,12 @@ impl TableClient {
     // ---- entities -----------------------------------------------------------------------
 
     /// Reads one entity; 404 is an error (see `try_get_entity`).
-    pub async fn get_entity(&self, table: &str, partition_key: &str, row_key: &str) -> Result<Entity> {
+    pub async fn get_entity(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+    ) -> Result<Entity> {
         validate::table_name(table)?;
         // Keys with '%' are addressed through a filter: some service versions decode the path
         // twice, so a path with %25 would name another key.
@@ -572,20 +627,30 @@ impl TableClient {
                 })),
             };
         }
-        let mut req = Request::new(Method::GET, entity_path(table, partition_key, row_key), Operation::GetEntity);
+        let mut req = Request::new(
+            Method::GET,
+            entity_path(table, partition_key, row_key),
+            Operation::GetEntity,
+        );
         req.table = Some(Arc::from(table));
         req.partition = PartitionRef::Key(partition_key.to_string());
         req.entity_count = 1;
         let raw = self.send(req).await?.error_if_failed()?;
         let etag = raw.header("etag");
-        let mut entity = Entity::from_json(&String::from_utf8_lossy(&raw.body)).map_err(TableError::Protocol)?;
+        let mut entity =
+            Entity::from_json(&String::from_utf8_lossy(&raw.body)).map_err(TableError::Protocol)?;
         if entity.etag.is_none() {
             entity.etag = etag;
         }
         Ok(entity)
     }
 
-    pub async fn try_get_entity(&self, table: &str, partition_key: &str, row_key: &str) -> Result<Option<Entity>> {
+    pub async fn try_get_entity(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+    ) -> Result<Option<Entity>> {
         match self.get_entity(table, partition_key, row_key).await {
             Ok(e) => Ok(Some(e)),
             Err(e) if e.is_not_found() && e.code() != Some("TableNotFound") => Ok(None),
@@ -598,12 +663,16 @@ impl TableClient {
         self.check_write("insert", table, entity)?;
         let mut req = Request::new(Method::POST, format!("/{table}"), Operation::InsertEntity);
         req.body = Some(entity.to_request_json());
-        req.extra_headers.push(("Prefer", "return-no-content".into()));
+        req.extra_headers
+            .push(("Prefer", "return-no-content".into()));
         self.entity_request(&mut req, table, entity);
         let raw = self.send(req).await?;
         if raw.status == 409 && raw.attempts > 1 {
             // The first attempt may have been applied and its answer lost: is the entity ours?
-            if let Some(current) = self.try_get_entity(table, &entity.partition_key, &entity.row_key).await? {
+            if let Some(current) = self
+                .try_get_entity(table, &entity.partition_key, &entity.row_key)
+                .await?
+            {
                 if current.same_content(entity) {
                     return Ok(WriteOutcome {
                         etag: current.etag,
@@ -623,7 +692,13 @@ impl TableClient {
     }
 
     /// Replace or merge, conditional on `condition`.
-    pub async fn update(&self, table: &str, entity: &Entity, mode: UpdateMode, condition: &Condition) -> Result<WriteOutcome> {
+    pub async fn update(
+        &self,
+        table: &str,
+        entity: &Entity,
+        mode: UpdateMode,
+        condition: &Condition,
+    ) -> Result<WriteOutcome> {
         let op = match mode {
             UpdateMode::Replace => "replace",
             UpdateMode::Merge => "merge",
@@ -634,14 +709,21 @@ impl TableClient {
             UpdateMode::Merge => Operation::MergeEntity,
         };
         let mut req = self.write_request(table, entity, mode, operation);
-        req.extra_headers.push(("If-Match", condition.header().to_string()));
+        req.extra_headers
+            .push(("If-Match", condition.header().to_string()));
         let raw = self.send(req).await?;
         if raw.status == 412 && raw.attempts > 1 {
             // Our own earlier attempt may have changed the ETag: compare with what we sent.
-            if let Some(current) = self.try_get_entity(table, &entity.partition_key, &entity.row_key).await? {
+            if let Some(current) = self
+                .try_get_entity(table, &entity.partition_key, &entity.row_key)
+                .await?
+            {
                 let applied = match mode {
                     UpdateMode::Replace => current.same_content(entity),
-                    UpdateMode::Merge => entity.properties.iter().all(|p| current.get(&p.name) == Some(&p.value)),
+                    UpdateMode::Merge => entity
+                        .properties
+                        .iter()
+                        .all(|p| current.get(&p.name) == Some(&p.value)),
                 };
                 if applied {
                     return Ok(WriteOutcome {
@@ -662,7 +744,12 @@ impl TableClient {
     }
 
     /// Insert-or-replace / insert-or-merge: unconditional by nature (no `If-Match`).
-    pub async fn upsert(&self, table: &str, entity: &Entity, mode: UpdateMode) -> Result<WriteOutcome> {
+    pub async fn upsert(
+        &self,
+        table: &str,
+        entity: &Entity,
+        mode: UpdateMode,
+    ) -> Result<WriteOutcome> {
         let (op, operation) = match mode {
             UpdateMode::Replace => ("insert-or-replace", Operation::InsertOrReplace),
             UpdateMode::Merge => ("insert-or-merge", Operation::InsertOrMerge),
@@ -679,20 +766,36 @@ impl TableClient {
         })
     }
 
-    pub async fn delete_entity(&self, table: &str, partition_key: &str, row_key: &str, condition: &Condition) -> Result<WriteOutcome> {
+    pub async fn delete_entity(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+        condition: &Condition,
+    ) -> Result<WriteOutcome> {
         if self.is_read_only() {
-            return Err(TableError::ReadOnly { operation: "delete" });
+            return Err(TableError::ReadOnly {
+                operation: "delete",
+            });
         }
         validate::table_name(table)?;
         validate::key("PartitionKey", partition_key)?;
         validate::key("RowKey", row_key)?;
-        let mut req = Request::new(Method::DELETE, entity_path(table, partition_key, row_key), Operation::DeleteEntity);
+        let mut req = Request::new(
+            Method::DELETE,
+            entity_path(table, partition_key, row_key),
+            Operation::DeleteEntity,
+        );
         req.table = Some(Arc::from(table));
         req.partition = PartitionRef::Key(partition_key.to_string());
         req.entity_count = 1;
-        req.extra_headers.push(("If-Match", condition.header().to_string()));
+        req.extra_headers
+            .push(("If-Match", condition.header().to_string()));
         let raw = self.send(req).await?;
-        if raw.status == 404 && raw.attempts > 1 && raw.header("x-ms-error-code").as_deref() != Some("TableNotFound") {
+        if raw.status == 404
+            && raw.attempts > 1
+            && raw.header("x-ms-error-code").as_deref() != Some("TableNotFound")
+        {
             return Ok(WriteOutcome {
                 etag: None,
                 attempts: raw.attempts,
@@ -722,7 +825,13 @@ impl TableClient {
         Ok(())
     }
 
-    fn write_request(&self, table: &str, entity: &Entity, mode: UpdateMode, operation: Operation) -> Request {
+    fn write_request(
+        &self,
+        table: &str,
+        entity: &Entity,
+        mode: UpdateMode,
+        operation: Operation,
+    ) -> Request {
         let path = entity_path(table, &entity.partition_key, &entity.row_key);
         let mut req = match mode {
             UpdateMode::Replace => Request::new(Method::PUT, path, operation),
@@ -771,7 +880,8 @@ impl TableClient {
             url.push('?');
             url.push_str(&query);
         }
-        let url = reqwest::Url::parse(&url).map_err(|e| TableError::Protocol(format!("cannot build the request URL: {e}")))?;
+        let url = reqwest::Url::parse(&url)
+            .map_err(|e| TableError::Protocol(format!("cannot build the request URL: {e}")))?;
         let body_len = req.body.as_ref().map_or(0, |b| b.len()) as u64;
         let body = req.body.take().map(Bytes::from);
         let content_type = if body.is_some() { JSON } else { "" };
@@ -799,10 +909,22 @@ impl TableClient {
             }
             if let Credential::SharedKey { key, scheme } = &account.credential {
                 put(&mut headers, "x-ms-date", &date);
-                let authz = auth::authorization(*scheme, &account.name, key, req.method.as_str(), content_type, &date, &resource);
+                let authz = auth::authorization(
+                    *scheme,
+                    &account.name,
+                    key,
+                    req.method.as_str(),
+                    content_type,
+                    &date,
+                    &resource,
+                );
                 put(&mut headers, "Authorization", &authz);
             }
-            let mut builder = self.inner.http.request(req.method.clone(), url.clone()).headers(headers);
+            let mut builder = self
+                .inner
+                .http
+                .request(req.method.clone(), url.clone())
+                .headers(headers);
             if let Some(b) = &body {
                 builder = builder.body(b.clone());
             }
@@ -823,7 +945,10 @@ impl TableClient {
             };
             let outcome = tokio::time::timeout(policy.attempt_timeout, exchange).await;
             let latency = started.elapsed();
-            let record = |status: Option<u16>, code: Option<String>, received: u64, timed_out: bool| AttemptRecord {
+            let record = |status: Option<u16>,
+                          code: Option<String>,
+                          received: u64,
+                          timed_out: bool| AttemptRecord {
                 time,
                 account: self.inner.account_label.clone(),
                 table: req.table.clone(),
@@ -841,7 +966,10 @@ impl TableClient {
             let telemetry = self.telemetry();
             match outcome {
                 Ok(Ok((status, headers, resp_body))) => {
-                    let code = headers.get("x-ms-error-code").and_then(|v| v.to_str().ok()).map(str::to_string);
+                    let code = headers
+                        .get("x-ms-error-code")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
                     let retry = is_retryable_status(status) && attempt < max_attempts;
                     let rec = telemetry
                         .is_active()
@@ -855,7 +983,10 @@ impl TableClient {
                         rec
                     };
                     if retry {
-                        tokio::time::sleep(retry_after(&headers, policy).unwrap_or_else(|| policy.delay(attempt))).await;
+                        tokio::time::sleep(
+                            retry_after(&headers, policy).unwrap_or_else(|| policy.delay(attempt)),
+                        )
+                        .await;
                         continue;
                     }
                     return Ok(RawResponse {
@@ -911,7 +1042,11 @@ fn retry_after(headers: &HeaderMap, policy: &RetryPolicy) -> Option<Duration> {
     let wait = get("x-ms-retry-after-ms")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_millis)
-        .or_else(|| get("retry-after").and_then(|v| v.trim().parse::<u64>().ok()).map(Duration::from_secs))?;
+        .or_else(|| {
+            get("retry-after")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs)
+        })?;
     Some(wait.min(policy.max_delay))
 }
 
@@ -932,7 +1067,11 @@ fn describe_reqwest_error(e: &reqwest::Error) -> String {
         "the connection failed".to_string()
     };
     let detail = parts.last().cloned().unwrap_or_default();
-    super::connection::redact_sas(&if detail.is_empty() { head } else { format!("{head} ({detail})") })
+    super::connection::redact_sas(&if detail.is_empty() {
+        head
+    } else {
+        format!("{head} ({detail})")
+    })
 }
 
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
@@ -999,7 +1138,10 @@ mod tests {
             entity_path("t1", "p'1 x", "r1 é"),
             "/t1(PartitionKey='p%27%271%20x',RowKey='r1%20%C3%A9')"
         );
-        assert_eq!(entity_path("t", "100%", "a-b.c_d~e"), "/t(PartitionKey='100%25',RowKey='a-b.c_d~e')");
+        assert_eq!(
+            entity_path("t", "100%", "a-b.c_d~e"),
+            "/t(PartitionKey='100%25',RowKey='a-b.c_d~e')"
+        );
     }
 
     #[test]
@@ -1017,7 +1159,11 @@ mod tests {
             page_size: Some(1001),
             ..QuerySpec::default()
         };
-        assert!(bad.query_string().unwrap_err().to_string().contains("1 to 1000"));
+        assert!(bad
+            .query_string()
+            .unwrap_err()
+            .to_string()
+            .contains("1 to 1000"));
         let bad = QuerySpec {
             select: Some(vec!["bad-name".into()]),
             ..QuerySpec::default()
@@ -1027,8 +1173,14 @@ mod tests {
 
     #[test]
     fn queries_are_attributed_to_their_partition() {
-        assert_eq!(QuerySpec::with_filter("PartitionKey eq 'EU' and RowKey ge '2024'").partition(), PartitionRef::Key("EU".into()));
-        assert_eq!(QuerySpec::with_filter("Amount gt 5").partition(), PartitionRef::Scan);
+        assert_eq!(
+            QuerySpec::with_filter("PartitionKey eq 'EU' and RowKey ge '2024'").partition(),
+            PartitionRef::Key("EU".into())
+        );
+        assert_eq!(
+            QuerySpec::with_filter("Amount gt 5").partition(),
+            PartitionRef::Scan
+        );
         assert_eq!(QuerySpec::default().partition(), PartitionRef::Scan);
     }
 

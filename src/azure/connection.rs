@@ -29,7 +29,12 @@ impl AccountKey {
         base64::engine::general_purpose::STANDARD
             .decode(text.trim())
             .map(AccountKey)
-            .map_err(|_| ConnectionError::new("AccountKey", "is not valid Base64 (copy the key again from the portal; it ends with '==')"))
+            .map_err(|_| {
+                ConnectionError::new(
+                    "AccountKey",
+                    "is not valid Base64 (copy the key again from the portal; it ends with '==')",
+                )
+            })
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -93,7 +98,10 @@ pub fn redact_sas(text: &str) -> String {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Credential {
-    SharedKey { key: AccountKey, scheme: SigningScheme },
+    SharedKey {
+        key: AccountKey,
+        scheme: SigningScheme,
+    },
     Sas(SasToken),
 }
 
@@ -123,7 +131,11 @@ impl Account {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             secondary_endpoint: None,
             credential: Credential::SharedKey {
-                key: AccountKey(base64::engine::general_purpose::STANDARD.decode(DEV_KEY).unwrap_or_default()),
+                key: AccountKey(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(DEV_KEY)
+                        .unwrap_or_default(),
+                ),
                 scheme: SigningScheme::SharedKey,
             },
             cosmos: false,
@@ -229,20 +241,39 @@ impl Fields {
     fn into_account(self) -> Result<Account, ConnectionError> {
         if let Some(v) = &self.use_dev {
             if !v.eq_ignore_ascii_case("true") {
-                return Err(ConnectionError::new("UseDevelopmentStorage", "must be 'true' when present"));
+                return Err(ConnectionError::new(
+                    "UseDevelopmentStorage",
+                    "must be 'true' when present",
+                ));
             }
             if self.dev_proxy.is_some() {
-                return Err(ConnectionError::new("DevelopmentStorageProxyUri", "is not supported"));
+                return Err(ConnectionError::new(
+                    "DevelopmentStorageProxyUri",
+                    "is not supported",
+                ));
             }
             return Ok(Account::development());
         }
         if self.dev_proxy.is_some() {
-            return Err(ConnectionError::new("DevelopmentStorageProxyUri", "is only meaningful with UseDevelopmentStorage=true"));
+            return Err(ConnectionError::new(
+                "DevelopmentStorageProxyUri",
+                "is only meaningful with UseDevelopmentStorage=true",
+            ));
         }
-        let protocol = match self.protocol.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        let protocol = match self
+            .protocol
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
             None | Some("https") => "https",
             Some("http") => "http",
-            Some(_) => return Err(ConnectionError::new("DefaultEndpointsProtocol", "must be http or https")),
+            Some(_) => {
+                return Err(ConnectionError::new(
+                    "DefaultEndpointsProtocol",
+                    "must be http or https",
+                ))
+            }
         };
         let endpoint = match (&self.table_endpoint, &self.account_name) {
             (Some(e), _) => normalise_endpoint(e, "TableEndpoint")?,
@@ -268,7 +299,10 @@ impl Fields {
         let name = match &self.account_name {
             Some(n) => n.clone(),
             None => account_from_endpoint(&endpoint).ok_or_else(|| {
-                ConnectionError::new("TableEndpoint", "does not reveal the account name; add AccountName=")
+                ConnectionError::new(
+                    "TableEndpoint",
+                    "does not reveal the account name; add AccountName=",
+                )
             })?,
         };
         if name.is_empty() {
@@ -306,8 +340,14 @@ impl Fields {
 
 fn normalise_endpoint(e: &str, field: &str) -> Result<String, ConnectionError> {
     let e = e.trim().trim_end_matches('/');
-    let Some(rest) = e.strip_prefix("https://").or_else(|| e.strip_prefix("http://")) else {
-        return Err(ConnectionError::new(field, "must start with https:// or http://"));
+    let Some(rest) = e
+        .strip_prefix("https://")
+        .or_else(|| e.strip_prefix("http://"))
+    else {
+        return Err(ConnectionError::new(
+            field,
+            "must start with https:// or http://",
+        ));
     };
     if rest.is_empty() || rest.starts_with('/') {
         return Err(ConnectionError::new(field, "has no host"));
@@ -332,7 +372,9 @@ fn host_of(endpoint: &str) -> Option<&str> {
 }
 
 fn is_local_host(host: &str) -> bool {
-    host == "localhost" || host == "host.docker.internal" || host.parse::<std::net::IpAddr>().is_ok()
+    host == "localhost"
+        || host == "host.docker.internal"
+        || host.parse::<std::net::IpAddr>().is_ok()
 }
 
 /// Path-style endpoints (IP, localhost) carry the account as the first path segment;
@@ -377,7 +419,8 @@ impl ConnectionError {
 mod tests {
     use super::*;
 
-    const KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+    const KEY: &str =
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
     #[test]
     fn development_storage_shorthand_targets_local_azurite() {
@@ -394,7 +437,8 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(a.endpoint, "https://acct.table.core.chinacloudapi.cn");
-        let a = Account::from_connection_string(&format!("accountname=acct;accountkey={KEY}")).unwrap();
+        let a =
+            Account::from_connection_string(&format!("accountname=acct;accountkey={KEY}")).unwrap();
         assert_eq!(a.endpoint, "https://acct.table.core.windows.net");
         assert!(!a.cosmos);
     }
@@ -421,33 +465,48 @@ mod tests {
 
     #[test]
     fn path_style_localhost_endpoint_takes_the_account_from_the_path() {
-        let a = Account::from_connection_string(&format!("TableEndpoint=http://localhost:10002/devstoreaccount1;AccountKey={KEY}")).unwrap();
+        let a = Account::from_connection_string(&format!(
+            "TableEndpoint=http://localhost:10002/devstoreaccount1;AccountKey={KEY}"
+        ))
+        .unwrap();
         assert_eq!(a.name, "devstoreaccount1");
     }
 
     #[test]
     fn errors_name_the_part_and_never_the_key() {
-        let err = Account::from_connection_string("AccountName=a;AccountKey=not base64!!").unwrap_err();
+        let err =
+            Account::from_connection_string("AccountName=a;AccountKey=not base64!!").unwrap_err();
         assert_eq!(err.part, "AccountKey");
         assert!(!err.to_string().contains("not base64"), "{err}");
-        let err = Account::from_connection_string(&format!("AccountName=a;AcountKey={KEY}")).unwrap_err();
+        let err =
+            Account::from_connection_string(&format!("AccountName=a;AcountKey={KEY}")).unwrap_err();
         assert_eq!(err.part, "AcountKey");
         assert!(!err.to_string().contains(KEY));
         let err = Account::from_connection_string("AccountName=a").unwrap_err();
         assert_eq!(err.part, "AccountKey");
         let err = Account::from_connection_string("garbage").unwrap_err();
         assert!(err.to_string().contains("part 1"), "{err}");
-        let err = Account::from_connection_string(&format!("AccountName=a;AccountKey={KEY};TableEndpoint=ftp://x")).unwrap_err();
+        let err = Account::from_connection_string(&format!(
+            "AccountName=a;AccountKey={KEY};TableEndpoint=ftp://x"
+        ))
+        .unwrap_err();
         assert_eq!(err.part, "TableEndpoint");
-        let err = Account::from_connection_string(&format!("DefaultEndpointsProtocol=gopher;AccountName=a;AccountKey={KEY}")).unwrap_err();
+        let err = Account::from_connection_string(&format!(
+            "DefaultEndpointsProtocol=gopher;AccountName=a;AccountKey={KEY}"
+        ))
+        .unwrap_err();
         assert_eq!(err.part, "DefaultEndpointsProtocol");
-        let err = Account::from_connection_string("TableEndpoint=https://a.table.core.windows.net;SharedAccessSignature=sv=1").unwrap_err();
+        let err = Account::from_connection_string(
+            "TableEndpoint=https://a.table.core.windows.net;SharedAccessSignature=sv=1",
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("sig="));
     }
 
     #[test]
     fn debug_output_hides_keys_and_signatures() {
-        let a = Account::from_connection_string(&format!("AccountName=a;AccountKey={KEY}")).unwrap();
+        let a =
+            Account::from_connection_string(&format!("AccountName=a;AccountKey={KEY}")).unwrap();
         assert!(!format!("{a:?}").contains("Eby8"));
         let a = Account::from_connection_string("TableEndpoint=https://a.table.core.windows.net;SharedAccessSignature=sv=1&sig=SECRETSIG").unwrap();
         assert!(!format!("{a:?}").contains("SECRETSIG"));
@@ -455,7 +514,10 @@ mod tests {
 
     #[test]
     fn redact_sas_hides_every_signature() {
-        assert_eq!(redact_sas("http://x/t()?sv=1&sig=abc%2B&se=2"), "http://x/t()?sv=1&sig=<redacted>&se=2");
+        assert_eq!(
+            redact_sas("http://x/t()?sv=1&sig=abc%2B&se=2"),
+            "http://x/t()?sv=1&sig=<redacted>&se=2"
+        );
         assert_eq!(redact_sas("design=1"), "design=1");
     }
 }

@@ -34,7 +34,8 @@ impl DateTime {
     }
 
     pub fn from_unix_nanos(nanos: i128) -> DateTime {
-        let ticks = nanos.div_euclid(100) + i128::from(DAYS_TO_UNIX_EPOCH * 86_400 * TICKS_PER_SECOND);
+        let ticks =
+            nanos.div_euclid(100) + i128::from(DAYS_TO_UNIX_EPOCH * 86_400 * TICKS_PER_SECOND);
         DateTime {
             ticks: i64::try_from(ticks).unwrap_or(i64::MAX),
         }
@@ -71,7 +72,12 @@ impl DateTime {
                 Err(err("digits expected"))
             }
         };
-        if b[4] != b'-' || b[7] != b'-' || (b[10] != b'T' && b[10] != b't') || b[13] != b':' || b[16] != b':' {
+        if b[4] != b'-'
+            || b[7] != b'-'
+            || (b[10] != b'T' && b[10] != b't')
+            || b[13] != b':'
+            || b[16] != b':'
+        {
             return Err(err("separators"));
         }
         let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
@@ -104,7 +110,8 @@ impl DateTime {
                 }
             }
             let kept = &digits[..digits.len().min(7)];
-            fraction = kept.parse::<i64>().map_err(|_| err("bad fraction"))? * 10_i64.pow(7 - kept.len() as u32);
+            fraction = kept.parse::<i64>().map_err(|_| err("bad fraction"))?
+                * 10_i64.pow(7 - kept.len() as u32);
         }
         let mut offset_seconds = 0;
         if i < b.len() {
@@ -144,7 +151,9 @@ impl DateTime {
     /// Shifts by a number of seconds (for showing local time).
     pub fn offset_by_seconds(self, seconds: i64) -> DateTime {
         DateTime {
-            ticks: self.ticks.saturating_add(seconds.saturating_mul(TICKS_PER_SECOND)),
+            ticks: self
+                .ticks
+                .saturating_add(seconds.saturating_mul(TICKS_PER_SECOND)),
         }
     }
 }
@@ -417,7 +426,11 @@ fn parse_double(text: &str) -> Option<f64> {
         "-Infinity" | "-INF" => Some(f64::NEG_INFINITY),
         _ => {
             // Rust also accepts "inf" and "nan" spelled other ways; only plain numbers here.
-            if text.is_empty() || !text.bytes().all(|c| c.is_ascii_digit() || b"+-.eE".contains(&c)) {
+            if text.is_empty()
+                || !text
+                    .bytes()
+                    .all(|c| c.is_ascii_digit() || b"+-.eE".contains(&c))
+            {
                 return None;
             }
             text.parse::<f64>().ok().filter(|v| v.is_finite())
@@ -429,7 +442,9 @@ fn parse_double(text: &str) -> Option<f64> {
 pub fn parse_binary(text: &str) -> Result<Vec<u8>, String> {
     let hex = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"));
     if let Some(hex) = hex {
-        return decode_hex(hex).ok_or_else(|| format!("'{text}' is not valid hex (an even number of 0-9a-f digits after 0x)"));
+        return decode_hex(hex).ok_or_else(|| {
+            format!("'{text}' is not valid hex (an even number of 0-9a-f digits after 0x)")
+        });
     }
     B64.decode(text).map_err(|_| format!("'{text}' is not Binary: use Base64 (e.g. AQID) or hex with a 0x prefix (e.g. 0x010203)"))
 }
@@ -478,7 +493,10 @@ impl Entity {
     }
 
     pub fn get(&self, name: &str) -> Option<&EdmValue> {
-        self.properties.iter().find(|p| p.name == name).map(|p| &p.value)
+        self.properties
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| &p.value)
     }
 
     /// Sets a property, replacing one of the same name in place.
@@ -546,7 +564,11 @@ impl Entity {
         for p in &self.properties {
             let ty = p.value.edm_type();
             if !ty.implied_by_json() {
-                field(&mut out, &format!("{}@odata.type", p.name), &json_string(ty.odata_name()));
+                field(
+                    &mut out,
+                    &format!("{}@odata.type", p.name),
+                    &json_string(ty.odata_name()),
+                );
             }
             let value = match &p.value {
                 EdmValue::String(s) => json_string(s),
@@ -565,7 +587,8 @@ impl Entity {
     /// user input). `odata.etag` is kept; other `odata.*` metadata is ignored.
     pub fn from_json(text: &str) -> Result<Entity, String> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let raw = RawEntity::deserialize_from(&mut de).map_err(|e| format!("invalid entity JSON: {e}"))?;
+        let raw = RawEntity::deserialize_from(&mut de)
+            .map_err(|e| format!("invalid entity JSON: {e}"))?;
         de.end().map_err(|e| format!("invalid entity JSON: {e}"))?;
         raw.into_entity()
     }
@@ -586,7 +609,9 @@ pub fn parse_entities(text: &str) -> Vec<Result<Entity, String>> {
         let n = out.len() + 1;
         match stream.next() {
             None => break,
-            Some(Ok(One(raw))) => out.push(raw.into_entity().map_err(|e| format!("entity {n}: {e}"))),
+            Some(Ok(One(raw))) => {
+                out.push(raw.into_entity().map_err(|e| format!("entity {n}: {e}")))
+            }
             Some(Err(e)) => {
                 // The stream cannot resynchronise after a syntax error.
                 out.push(Err(format!("entity {n}: invalid JSON: {e}")));
@@ -693,8 +718,10 @@ impl RawEntity {
     }
 
     fn into_entity(self) -> Result<Entity, String> {
-        let mut entity = Entity::default();
-        entity.etag = self.etag;
+        let mut entity = Entity {
+            etag: self.etag,
+            ..Entity::default()
+        };
         let mut have_pk = false;
         let mut have_rk = false;
         entity.properties.reserve(self.values.len());
@@ -705,7 +732,10 @@ impl RawEntity {
                 .find(|(n, _)| *n == name)
                 .map(|(_, t)| t.as_str());
             let ty = match annotation {
-                Some(t) => Some(EdmType::from_name(t).ok_or_else(|| format!("property '{name}': unknown type '{t}'"))?),
+                Some(t) => Some(
+                    EdmType::from_name(t)
+                        .ok_or_else(|| format!("property '{name}': unknown type '{t}'"))?,
+                ),
                 None => None,
             };
             match name.as_str() {
@@ -723,7 +753,8 @@ impl RawEntity {
                 }
                 "Timestamp" => {
                     if let RawValue::Str(s) = raw {
-                        entity.timestamp = Some(DateTime::parse(&s).map_err(|e| format!("Timestamp: {e}"))?);
+                        entity.timestamp =
+                            Some(DateTime::parse(&s).map_err(|e| format!("Timestamp: {e}"))?);
                     }
                 }
                 _ => {
@@ -763,19 +794,21 @@ fn typed_value(name: &str, raw: RawValue, ty: Option<EdmType>) -> Result<Option<
             Err(_) => EdmValue::Int64(i64::try_from(v).map_err(|_| bad("integer beyond Int64"))?),
         },
         (None | Some(EdmType::Double), RawValue::Float(v)) => EdmValue::Double(v),
-        (Some(EdmType::Int32), RawValue::Int(v)) => {
-            EdmValue::Int32(i32::try_from(v).map_err(|_| bad("value out of Int32 range (use Edm.Int64)"))?)
-        }
-        (Some(EdmType::Int32), RawValue::UInt(v)) => {
-            EdmValue::Int32(i32::try_from(v).map_err(|_| bad("value out of Int32 range (use Edm.Int64)"))?)
-        }
+        (Some(EdmType::Int32), RawValue::Int(v)) => EdmValue::Int32(
+            i32::try_from(v).map_err(|_| bad("value out of Int32 range (use Edm.Int64)"))?,
+        ),
+        (Some(EdmType::Int32), RawValue::UInt(v)) => EdmValue::Int32(
+            i32::try_from(v).map_err(|_| bad("value out of Int32 range (use Edm.Int64)"))?,
+        ),
         (Some(EdmType::Int64), RawValue::Str(s)) => EdmValue::Int64(
             s.parse::<i64>()
                 .map_err(|_| bad(&format!("'{s}' is not an Int64")))?,
         ),
         // Accepted on input for convenience; always written back as a string.
         (Some(EdmType::Int64), RawValue::Int(v)) => EdmValue::Int64(v),
-        (Some(EdmType::Int64), RawValue::UInt(v)) => EdmValue::Int64(i64::try_from(v).map_err(|_| bad("integer beyond Int64"))?),
+        (Some(EdmType::Int64), RawValue::UInt(v)) => {
+            EdmValue::Int64(i64::try_from(v).map_err(|_| bad("integer beyond Int64"))?)
+        }
         (Some(EdmType::Double), RawValue::Int(v)) => EdmValue::Double(v as f64),
         (Some(EdmType::Double), RawValue::UInt(v)) => EdmValue::Double(v as f64),
         (Some(EdmType::Double), RawValue::Str(s)) => EdmValue::Double(match s.as_str() {
@@ -784,13 +817,16 @@ fn typed_value(name: &str, raw: RawValue, ty: Option<EdmType>) -> Result<Option<
             "-Infinity" | "-INF" => f64::NEG_INFINITY,
             _ => parse_double(&s).ok_or_else(|| bad(&format!("'{s}' is not a Double")))?,
         }),
-        (Some(EdmType::DateTime), RawValue::Str(s)) => EdmValue::DateTime(DateTime::parse(&s).map_err(|e| bad(&e))?),
-        (Some(EdmType::Guid), RawValue::Str(s)) => {
-            EdmValue::Guid(uuid::Uuid::try_parse(&s).map_err(|_| bad(&format!("'{s}' is not a Guid")))?)
+        (Some(EdmType::DateTime), RawValue::Str(s)) => {
+            EdmValue::DateTime(DateTime::parse(&s).map_err(|e| bad(&e))?)
         }
-        (Some(EdmType::Binary), RawValue::Str(s)) => {
-            EdmValue::Binary(B64.decode(&s).map_err(|_| bad("Binary value is not valid Base64"))?)
-        }
+        (Some(EdmType::Guid), RawValue::Str(s)) => EdmValue::Guid(
+            uuid::Uuid::try_parse(&s).map_err(|_| bad(&format!("'{s}' is not a Guid")))?,
+        ),
+        (Some(EdmType::Binary), RawValue::Str(s)) => EdmValue::Binary(
+            B64.decode(&s)
+                .map_err(|_| bad("Binary value is not valid Base64"))?,
+        ),
         (Some(t), _) => return Err(bad(&format!("the JSON value does not match its type {t}"))),
     };
     Ok(Some(value))
@@ -897,7 +933,8 @@ pub fn parse_table_names(body: &[u8]) -> Result<Vec<String>, String> {
     struct Page {
         value: Vec<Row>,
     }
-    let page: Page = serde_json::from_slice(body).map_err(|e| format!("unexpected table list response: {e}"))?;
+    let page: Page =
+        serde_json::from_slice(body).map_err(|e| format!("unexpected table list response: {e}"))?;
     Ok(page.value.into_iter().map(|r| r.table_name).collect())
 }
 
@@ -914,8 +951,16 @@ mod tests {
             .with("D", EdmValue::Double(2.0))
             .with("N", EdmValue::Double(f64::NAN))
             .with("Inf", EdmValue::Double(f64::NEG_INFINITY))
-            .with("T", EdmValue::DateTime(DateTime::parse("2024-02-29T23:59:59.1234567Z").unwrap()))
-            .with("G", EdmValue::Guid(uuid::Uuid::try_parse("4185404a-5818-48c3-b9be-f217df0dba6f").unwrap()))
+            .with(
+                "T",
+                EdmValue::DateTime(DateTime::parse("2024-02-29T23:59:59.1234567Z").unwrap()),
+            )
+            .with(
+                "G",
+                EdmValue::Guid(
+                    uuid::Uuid::try_parse("4185404a-5818-48c3-b9be-f217df0dba6f").unwrap(),
+                ),
+            )
             .with("Bin", EdmValue::Binary(vec![0, 1, 2, 255]))
     }
 
@@ -933,7 +978,9 @@ mod tests {
     fn datetime_refuses_to_round_extra_digits() {
         assert!(DateTime::parse("2013-08-02T17:37:43.12345678Z").is_err());
         assert_eq!(
-            DateTime::parse("2013-08-02T17:37:43.123456700Z").unwrap().to_string(),
+            DateTime::parse("2013-08-02T17:37:43.123456700Z")
+                .unwrap()
+                .to_string(),
             "2013-08-02T17:37:43.1234567Z"
         );
     }
@@ -945,8 +992,16 @@ mod tests {
         assert!(DateTime::parse("2023-02-29T00:00:00Z").is_err());
         assert!(DateTime::parse("2024-13-01T00:00:00Z").is_err());
         assert!(DateTime::parse("2024-01-01 00:00:00Z").is_err());
-        assert_eq!(DateTime::parse("1601-01-01T00:00:00Z").unwrap().to_string(), "1601-01-01T00:00:00.0000000Z");
-        assert_eq!(DateTime::parse("9999-12-31T23:59:59.9999999Z").unwrap().to_string(), "9999-12-31T23:59:59.9999999Z");
+        assert_eq!(
+            DateTime::parse("1601-01-01T00:00:00Z").unwrap().to_string(),
+            "1601-01-01T00:00:00.0000000Z"
+        );
+        assert_eq!(
+            DateTime::parse("9999-12-31T23:59:59.9999999Z")
+                .unwrap()
+                .to_string(),
+            "9999-12-31T23:59:59.9999999Z"
+        );
     }
 
     #[test]
@@ -959,13 +1014,25 @@ mod tests {
     #[test]
     fn request_json_annotates_every_type_json_cannot_imply() {
         let json = all_types_entity().to_request_json();
-        assert!(json.contains(r#""L@odata.type":"Edm.Int64","L":"9007199254740993""#), "{json}");
-        assert!(json.contains(r#""D@odata.type":"Edm.Double","D":2.0"#), "{json}");
-        assert!(json.contains(r#""N@odata.type":"Edm.Double","N":"NaN""#), "{json}");
+        assert!(
+            json.contains(r#""L@odata.type":"Edm.Int64","L":"9007199254740993""#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#""D@odata.type":"Edm.Double","D":2.0"#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#""N@odata.type":"Edm.Double","N":"NaN""#),
+            "{json}"
+        );
         assert!(json.contains(r#""Inf":"-Infinity""#), "{json}");
         assert!(json.contains(r#""S":"0152""#), "{json}");
         assert!(!json.contains("S@odata.type"), "{json}");
-        assert!(json.contains(r#""Bin@odata.type":"Edm.Binary","Bin":"AAEC/w==""#), "{json}");
+        assert!(
+            json.contains(r#""Bin@odata.type":"Edm.Binary","Bin":"AAEC/w==""#),
+            "{json}"
+        );
         assert!(!json.contains("odata.etag"));
     }
 
@@ -990,19 +1057,28 @@ mod tests {
 
     #[test]
     fn annotation_after_the_value_is_honoured() {
-        let e = Entity::from_json(r#"{"PartitionKey":"a","RowKey":"b","L":"12","L@odata.type":"Edm.Int64"}"#).unwrap();
+        let e = Entity::from_json(
+            r#"{"PartitionKey":"a","RowKey":"b","L":"12","L@odata.type":"Edm.Int64"}"#,
+        )
+        .unwrap();
         assert_eq!(e.get("L"), Some(&EdmValue::Int64(12)));
     }
 
     #[test]
     fn bad_entity_json_names_the_property_and_rule() {
-        let err = Entity::from_json(r#"{"PartitionKey":"a","RowKey":"b","L@odata.type":"Edm.Int64","L":"12x"}"#).unwrap_err();
+        let err = Entity::from_json(
+            r#"{"PartitionKey":"a","RowKey":"b","L@odata.type":"Edm.Int64","L":"12x"}"#,
+        )
+        .unwrap_err();
         assert!(err.contains("'L'") && err.contains("Int64"), "{err}");
         let err = Entity::from_json(r#"{"RowKey":"b"}"#).unwrap_err();
         assert!(err.contains("PartitionKey"), "{err}");
         let err = Entity::from_json(r#"{"PartitionKey":"a","RowKey":"b","X":[1]}"#).unwrap_err();
         assert!(err.contains("arrays"), "{err}");
-        let err = Entity::from_json(r#"{"PartitionKey":"a","RowKey":"b","X@odata.type":"Edm.Int32","X":3000000000}"#).unwrap_err();
+        let err = Entity::from_json(
+            r#"{"PartitionKey":"a","RowKey":"b","X@odata.type":"Edm.Int32","X":3000000000}"#,
+        )
+        .unwrap_err();
         assert!(err.contains("Int32"), "{err}");
     }
 
@@ -1011,9 +1087,15 @@ mod tests {
         let body = br#"{"odata.metadata":"http://127.0.0.1:10412/devstoreaccount1/$metadata#t1","value":[{"odata.etag":"W/\"datetime'2026-11-22T02%3A15%3A11.1464459Z'\"","PartitionKey":"f","RowKey":"1","I64@odata.type":"Edm.Int64","I64":"9007199254740993","D2":2.0,"Timestamp":"2026-11-22T02:15:11.1464459Z"}]}"#;
         let page = parse_entity_page(body).unwrap();
         assert_eq!(page.len(), 1);
-        assert_eq!(page[0].get("I64"), Some(&EdmValue::Int64(9_007_199_254_740_993)));
+        assert_eq!(
+            page[0].get("I64"),
+            Some(&EdmValue::Int64(9_007_199_254_740_993))
+        );
         assert_eq!(page[0].get("D2"), Some(&EdmValue::Double(2.0)));
-        assert_eq!(page[0].timestamp.unwrap().to_string(), "2026-11-22T02:15:11.1464459Z");
+        assert_eq!(
+            page[0].timestamp.unwrap().to_string(),
+            "2026-11-22T02:15:11.1464459Z"
+        );
         assert!(page[0].etag.as_deref().unwrap().starts_with("W/"));
     }
 
@@ -1023,20 +1105,37 @@ mod tests {
             let back = EdmValue::parse_as(v.value.edm_type(), &v.value.to_text()).unwrap();
             assert_eq!(back, v.value, "{}", v.name);
         }
-        assert_eq!(EdmValue::parse_as(EdmType::Binary, "0x0102").unwrap(), EdmValue::Binary(vec![1, 2]));
-        assert!(EdmValue::parse_as(EdmType::Int32, "2147483648").unwrap_err().contains("Int64"));
+        assert_eq!(
+            EdmValue::parse_as(EdmType::Binary, "0x0102").unwrap(),
+            EdmValue::Binary(vec![1, 2])
+        );
+        assert!(EdmValue::parse_as(EdmType::Int32, "2147483648")
+            .unwrap_err()
+            .contains("Int64"));
         assert!(EdmValue::parse_as(EdmType::Double, "inf").is_err());
     }
 
     #[test]
     fn several_entities_parse_from_jsonl_or_pretty_json() {
         let text = "{\"PartitionKey\":\"a\",\"RowKey\":\"1\"}\n\n{\n  \"PartitionKey\": \"a\",\n  \"RowKey\": \"2\"\n}\n";
-        let all: Vec<_> = parse_entities(text).into_iter().map(|r| r.unwrap().row_key).collect();
+        let all: Vec<_> = parse_entities(text)
+            .into_iter()
+            .map(|r| r.unwrap().row_key)
+            .collect();
         assert_eq!(all, ["1", "2"]);
-        let errs = parse_entities("{\"PartitionKey\":\"a\",\"RowKey\":\"1\"}\n{\"PartitionKey\":1}");
-        assert!(errs[1].as_ref().unwrap_err().starts_with("entity 2:"), "{:?}", errs[1]);
+        let errs =
+            parse_entities("{\"PartitionKey\":\"a\",\"RowKey\":\"1\"}\n{\"PartitionKey\":1}");
+        assert!(
+            errs[1].as_ref().unwrap_err().starts_with("entity 2:"),
+            "{:?}",
+            errs[1]
+        );
         let errs = parse_entities("{nope");
-        assert!(errs[0].as_ref().unwrap_err().contains("line 1"), "{:?}", errs[0]);
+        assert!(
+            errs[0].as_ref().unwrap_err().contains("line 1"),
+            "{:?}",
+            errs[0]
+        );
     }
 
     #[test]

@@ -92,7 +92,8 @@ impl fmt::Display for ServiceError {
         if let Some(code) = &self.code {
             write!(f, " {code}")?;
         }
-        if !self.message.is_empty() && !self.plain().starts_with(self.message.trim_end_matches('.')) {
+        if !self.message.is_empty() && !self.plain().starts_with(self.message.trim_end_matches('.'))
+        {
             write!(f, ": {}", self.message)?;
         }
         if let Some(id) = &self.request_id {
@@ -132,7 +133,9 @@ pub enum TableError {
     /// The request never got an answer: connection refused or reset, DNS, TLS, or a timeout.
     #[error("{message}")]
     Transport { message: String, timed_out: bool },
-    #[error("read-only: {operation} refused before sending (the profile or --read-only forbids writes)")]
+    #[error(
+        "read-only: {operation} refused before sending (the profile or --read-only forbids writes)"
+    )]
     ReadOnly { operation: &'static str },
     /// A write that would be unconditional without an explicit force.
     #[error("{0}")]
@@ -164,14 +167,20 @@ impl TableError {
     }
 
     pub fn is_precondition_failed(&self) -> bool {
-        self.service().is_some_and(ServiceError::is_precondition_failed)
+        self.service()
+            .is_some_and(ServiceError::is_precondition_failed)
     }
 }
 
 pub type Result<T, E = TableError> = std::result::Result<T, E>;
 
 /// Builds a ServiceError from a response's status, headers and body (JSON or XML forms).
-pub fn decode_service_error(status: u16, header_code: Option<String>, request_id: Option<String>, body: &[u8]) -> ServiceError {
+pub fn decode_service_error(
+    status: u16,
+    header_code: Option<String>,
+    request_id: Option<String>,
+    body: &[u8],
+) -> ServiceError {
     let text = String::from_utf8_lossy(body);
     let (body_code, body_message) = parse_error_body(&text);
     let code = header_code.or(body_code).filter(|c| !c.is_empty());
@@ -181,7 +190,10 @@ pub fn decode_service_error(status: u16, header_code: Option<String>, request_id
         message = first.trim().to_string();
     }
     // Auth failures quote the computed signature back; it must not reach a screen or log.
-    if matches!(code.as_deref(), Some("AuthenticationFailed") | Some("AuthorizationFailure")) {
+    if matches!(
+        code.as_deref(),
+        Some("AuthenticationFailed") | Some("AuthorizationFailure")
+    ) {
         message.clear();
     }
     ServiceError {
@@ -228,7 +240,10 @@ mod tests {
         assert_eq!(e.code(), "EntityAlreadyExists");
         assert_eq!(e.message, "The specified entity already exists.");
         let shown = e.to_string();
-        assert!(shown.contains("already exists") && shown.contains("409") && shown.contains("rid-1"), "{shown}");
+        assert!(
+            shown.contains("already exists") && shown.contains("409") && shown.contains("rid-1"),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -236,7 +251,10 @@ mod tests {
         let body = b"<?xml version=\"1.0\"?><Error><Code>AuthorizationFailure</Code><Message>Server failed to authenticate the request. The MAC signature found in the HTTP request 'c2lnbmF0dXJl' is not the same</Message></Error>";
         let e = decode_service_error(403, Some("AuthorizationFailure".into()), None, body);
         assert!(e.is_auth_failure());
-        assert!(!e.to_string().contains("c2lnbmF0dXJl"), "signature leaked: {e}");
+        assert!(
+            !e.to_string().contains("c2lnbmF0dXJl"),
+            "signature leaked: {e}"
+        );
     }
 
     #[test]

@@ -10,7 +10,10 @@ pub mod retry;
 pub mod telemetry;
 pub mod validate;
 
-pub use client::{ClientOptions, Condition, Continuation, EntityPage, EntityStream, QuerySpec, TableClient, TablePage, UpdateMode, WriteOutcome};
+pub use client::{
+    ClientOptions, Condition, Continuation, EntityPage, EntityStream, QuerySpec, TableClient,
+    TablePage, UpdateMode, WriteOutcome,
+};
 pub use connection::{Account, ConnectionError, SigningScheme};
 pub use edm::{DateTime, EdmType, EdmValue, Entity, Property};
 pub use error::{ServiceError, TableError, ValidationError};

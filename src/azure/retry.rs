@@ -92,7 +92,10 @@ mod tests {
         assert_eq!(p.delay_with_jitter(1, 5.0), Duration::from_millis(340));
         for _ in 0..100 {
             let d = p.delay(1);
-            assert!(d >= Duration::from_millis(260) && d <= Duration::from_millis(340), "{d:?}");
+            assert!(
+                d >= Duration::from_millis(260) && d <= Duration::from_millis(340),
+                "{d:?}"
+            );
         }
     }
 

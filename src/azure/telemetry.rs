@@ -40,7 +40,10 @@ impl Operation {
     }
 
     pub fn is_write(self) -> bool {
-        !matches!(self, Operation::ListTables | Operation::QueryEntities | Operation::GetEntity)
+        !matches!(
+            self,
+            Operation::ListTables | Operation::QueryEntities | Operation::GetEntity
+        )
     }
 }
 

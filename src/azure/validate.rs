@@ -18,15 +18,27 @@ pub fn table_name(name: &str) -> Result<(), ValidationError> {
     let field = || format!("table name '{name}'");
     let len = name.chars().count();
     if !(3..=63).contains(&len) {
-        return Err(ValidationError::new(field(), format!("must be 3 to 63 characters long (it has {len})")));
+        return Err(ValidationError::new(
+            field(),
+            format!("must be 3 to 63 characters long (it has {len})"),
+        ));
     }
     if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return Err(ValidationError::new(field(), "must start with a letter"));
     }
     if let Some(bad) = name.chars().find(|c| !c.is_ascii_alphanumeric()) {
-        return Err(ValidationError::new(field(), format!("may contain only letters and digits (found '{}')", bad.escape_default())));
+        return Err(ValidationError::new(
+            field(),
+            format!(
+                "may contain only letters and digits (found '{}')",
+                bad.escape_default()
+            ),
+        ));
     }
-    if RESERVED_TABLE_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name)) {
+    if RESERVED_TABLE_NAMES
+        .iter()
+        .any(|r| r.eq_ignore_ascii_case(name))
+    {
         return Err(ValidationError::new(field(), "is reserved by the service"));
     }
     Ok(())
@@ -34,16 +46,28 @@ pub fn table_name(name: &str) -> Result<(), ValidationError> {
 
 /// `which` is "PartitionKey" or "RowKey".
 pub fn key(which: &str, value: &str) -> Result<(), ValidationError> {
-    if let Some(bad) = value.chars().find(|c| matches!(c, '/' | '\\' | '#' | '?') || c.is_control()) {
-        let shown = if bad.is_control() { format!("U+{:04X}", bad as u32) } else { format!("'{bad}'") };
+    if let Some(bad) = value
+        .chars()
+        .find(|c| matches!(c, '/' | '\\' | '#' | '?') || c.is_control())
+    {
+        let shown = if bad.is_control() {
+            format!("U+{:04X}", bad as u32)
+        } else {
+            format!("'{bad}'")
+        };
         return Err(ValidationError::new(
             which,
-            format!("must not contain {shown} (forbidden in keys: / \\ # ? and control characters)"),
+            format!(
+                "must not contain {shown} (forbidden in keys: / \\ # ? and control characters)"
+            ),
         ));
     }
     let units = value.encode_utf16().count();
     if units > MAX_KEY_CHARS {
-        return Err(ValidationError::new(which, format!("is {units} characters long; the limit is {MAX_KEY_CHARS} (1 KiB)")));
+        return Err(ValidationError::new(
+            which,
+            format!("is {units} characters long; the limit is {MAX_KEY_CHARS} (1 KiB)"),
+        ));
     }
     Ok(())
 }
@@ -55,7 +79,10 @@ pub fn property_name(name: &str) -> Result<(), ValidationError> {
     }
     let len = name.chars().count();
     if len > MAX_PROPERTY_NAME_CHARS {
-        return Err(ValidationError::new(field(), format!("is {len} characters long; the limit is {MAX_PROPERTY_NAME_CHARS}")));
+        return Err(ValidationError::new(
+            field(),
+            format!("is {len} characters long; the limit is {MAX_PROPERTY_NAME_CHARS}"),
+        ));
     }
     if name.starts_with(|c: char| c.is_ascii_digit()) {
         return Err(ValidationError::new(field(), "must not start with a digit"));
@@ -63,14 +90,23 @@ pub fn property_name(name: &str) -> Result<(), ValidationError> {
     if let Some(bad) = name.chars().find(|c| !(c.is_alphanumeric() || *c == '_')) {
         return Err(ValidationError::new(
             field(),
-            format!("may contain only letters, digits and '_' (found '{}')", bad.escape_default()),
+            format!(
+                "may contain only letters, digits and '_' (found '{}')",
+                bad.escape_default()
+            ),
         ));
     }
     if matches!(name, "PartitionKey" | "RowKey" | "Timestamp") {
-        return Err(ValidationError::new(field(), "is a system property and cannot be set as a custom property"));
+        return Err(ValidationError::new(
+            field(),
+            "is a system property and cannot be set as a custom property",
+        ));
     }
     if name.to_ascii_lowercase().starts_with("xml") {
-        return Err(ValidationError::new(field(), "must not start with 'xml' (names must be valid XML names)"));
+        return Err(ValidationError::new(
+            field(),
+            "must not start with 'xml' (names must be valid XML names)",
+        ));
     }
     Ok(())
 }
@@ -89,7 +125,10 @@ pub fn value(name: &str, value: &EdmValue) -> Result<(), ValidationError> {
         EdmValue::Binary(b) if b.len() > MAX_BINARY_BYTES => {
             return Err(ValidationError::new(
                 format!("property '{name}'"),
-                format!("binary is {} bytes; the limit is {MAX_BINARY_BYTES} (64 KiB)", b.len()),
+                format!(
+                    "binary is {} bytes; the limit is {MAX_BINARY_BYTES} (64 KiB)",
+                    b.len()
+                ),
             ));
         }
         EdmValue::DateTime(d) if d.parts().0 < 1601 => {
@@ -110,19 +149,28 @@ pub fn entity(e: &Entity) -> Result<(), ValidationError> {
     if e.properties.len() > MAX_CUSTOM_PROPERTIES {
         return Err(ValidationError::new(
             "entity",
-            format!("has {} custom properties; the limit is {MAX_CUSTOM_PROPERTIES}", e.properties.len()),
+            format!(
+                "has {} custom properties; the limit is {MAX_CUSTOM_PROPERTIES}",
+                e.properties.len()
+            ),
         ));
     }
     for (i, p) in e.properties.iter().enumerate() {
         property_name(&p.name)?;
         if e.properties[..i].iter().any(|q| q.name == p.name) {
-            return Err(ValidationError::new(format!("property '{}'", p.name), "is given twice"));
+            return Err(ValidationError::new(
+                format!("property '{}'", p.name),
+                "is given twice",
+            ));
         }
         value(&p.name, &p.value)?;
     }
     let size = entity_size(e);
     if size > MAX_ENTITY_BYTES {
-        return Err(ValidationError::new("entity", format!("is {size} bytes; the limit is {MAX_ENTITY_BYTES} (1 MiB)")));
+        return Err(ValidationError::new(
+            "entity",
+            format!("is {size} bytes; the limit is {MAX_ENTITY_BYTES} (1 MiB)"),
+        ));
     }
     Ok(())
 }
@@ -149,8 +197,14 @@ mod tests {
     fn table_names_follow_the_service_rules() {
         assert!(table_name("Orders2024").is_ok());
         let e = table_name("ab").unwrap_err();
-        assert!(e.to_string().contains("3 to 63") && e.to_string().contains("'ab'"), "{e}");
-        assert!(table_name("1abc").unwrap_err().rule.contains("start with a letter"));
+        assert!(
+            e.to_string().contains("3 to 63") && e.to_string().contains("'ab'"),
+            "{e}"
+        );
+        assert!(table_name("1abc")
+            .unwrap_err()
+            .rule
+            .contains("start with a letter"));
         assert!(table_name("my-table").unwrap_err().rule.contains("'-'"));
         assert!(table_name("Tables").unwrap_err().rule.contains("reserved"));
         assert!(table_name(&"a".repeat(64)).is_err());
@@ -162,9 +216,15 @@ mod tests {
         let e = key("RowKey", "a/b").unwrap_err();
         assert_eq!(e.field, "RowKey");
         assert!(e.rule.contains("'/'"), "{e}");
-        assert!(key("PartitionKey", "a\tb").unwrap_err().rule.contains("U+0009"));
+        assert!(key("PartitionKey", "a\tb")
+            .unwrap_err()
+            .rule
+            .contains("U+0009"));
         assert!(key("PartitionKey", "\u{85}").is_err());
-        assert!(key("RowKey", &"x".repeat(513)).unwrap_err().rule.contains("512"));
+        assert!(key("RowKey", &"x".repeat(513))
+            .unwrap_err()
+            .rule
+            .contains("512"));
     }
 
     #[test]
@@ -173,7 +233,10 @@ mod tests {
         assert!(property_name("2fast").unwrap_err().rule.contains("digit"));
         assert!(property_name("my-prop").unwrap_err().rule.contains("'-'"));
         assert!(property_name("RowKey").unwrap_err().rule.contains("system"));
-        assert!(property_name(&"a".repeat(256)).unwrap_err().rule.contains("255"));
+        assert!(property_name(&"a".repeat(256))
+            .unwrap_err()
+            .rule
+            .contains("255"));
     }
 
     #[test]

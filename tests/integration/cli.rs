@@ -7,13 +7,16 @@ use crate::support;
 
 fn tabletop(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tabletop"));
-    cmd.args(["--connection-string", &support::azurite().connection_string()])
-        .args(args)
-        .env_remove("AZURE_STORAGE_CONNECTION_STRING")
-        .env("TABLETOP_CONFIG", "/nonexistent/tabletop-test-config.toml")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "--connection-string",
+        &support::azurite().connection_string(),
+    ])
+    .args(args)
+    .env_remove("AZURE_STORAGE_CONNECTION_STRING")
+    .env("TABLETOP_CONFIG", "/nonexistent/tabletop-test-config.toml")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("run tabletop");
     let mut pipe = child.stdin.take().unwrap();
     if let Some(text) = stdin {
@@ -25,13 +28,22 @@ fn tabletop(args: &[&str], stdin: Option<&str>) -> Output {
 
 fn ok(args: &[&str], stdin: Option<&str>) -> String {
     let out = tabletop(args, stdin);
-    assert!(out.status.success(), "tabletop {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tabletop {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 fn fails(args: &[&str], stdin: Option<&str>, code: i32) -> String {
     let out = tabletop(args, stdin);
-    assert_eq!(out.status.code(), Some(code), "tabletop {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "tabletop {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stderr).unwrap()
 }
 
@@ -40,24 +52,43 @@ fn a_line_from_get_feeds_replace_unchanged_and_a_stale_one_is_refused() {
     let t = support::unique_table("cli");
     ok(&["tables", "create", &t], None);
     assert!(ok(&["tables"], None).lines().any(|l| l == t));
-    ok(&["insert", &t, r#"{"PartitionKey":"p","RowKey":"r","Big@odata.type":"Edm.Int64","Big":"9007199254740993","Code":"0152"}"#], None);
+    ok(
+        &[
+            "insert",
+            &t,
+            r#"{"PartitionKey":"p","RowKey":"r","Big@odata.type":"Edm.Int64","Big":"9007199254740993","Code":"0152"}"#,
+        ],
+        None,
+    );
 
     let line = ok(&["get", &t, "p", "r"], None);
-    assert!(line.contains(r#""Big@odata.type":"Edm.Int64","Big":"9007199254740993""#), "{line}");
-    assert!(line.contains(r#""Code":"0152""#) && line.contains("odata.etag"), "{line}");
+    assert!(
+        line.contains(r#""Big@odata.type":"Edm.Int64","Big":"9007199254740993""#),
+        "{line}"
+    );
+    assert!(
+        line.contains(r#""Code":"0152""#) && line.contains("odata.etag"),
+        "{line}"
+    );
 
     let edited = line.replace("0152", "0153");
     let written = ok(&["replace", &t, "-"], Some(&edited));
     assert!(written.contains("odata.etag"), "{written}");
     // The same stale line again: the ETag changed, so it must be refused, not applied.
     let err = fails(&["replace", &t, "-"], Some(&line), 4);
-    assert!(err.contains("changed the entity") && err.contains("tabletop get"), "{err}");
+    assert!(
+        err.contains("changed the entity") && err.contains("tabletop get"),
+        "{err}"
+    );
     assert!(ok(&["get", &t, "p", "r"], None).contains("0153"));
 
     // Without an ETag, replace and merge refuse and say why; --force goes through.
     let bare = r#"{"PartitionKey":"p","RowKey":"r","Code":"x"}"#;
     let err = fails(&["merge", &t, bare], None, 2);
-    assert!(err.contains("odata.etag") && err.contains("--force"), "{err}");
+    assert!(
+        err.contains("odata.etag") && err.contains("--force"),
+        "{err}"
+    );
     ok(&["merge", &t, bare, "--force"], None);
     assert!(ok(&["get", &t, "p", "r"], None).contains(r#""Code":"x""#));
 
@@ -88,11 +119,20 @@ fn query_prints_jsonl_csv_and_tables_with_top_across_pages() {
 
     let csv = ok(&["query", &t, "--format", "csv", "--top", "2"], None);
     let mut rows = csv.lines();
-    assert_eq!(rows.next(), Some("PartitionKey,RowKey,Timestamp,N,N@type,When,When@type"));
-    assert!(rows.next().unwrap().ends_with(",0,Edm.Int32,2024-01-01T00:00:00.1234567Z,Edm.DateTime"));
+    assert_eq!(
+        rows.next(),
+        Some("PartitionKey,RowKey,Timestamp,N,N@type,When,When@type")
+    );
+    assert!(rows
+        .next()
+        .unwrap()
+        .ends_with(",0,Edm.Int32,2024-01-01T00:00:00.1234567Z,Edm.DateTime"));
 
     let table = ok(&["query", &t, "--format", "table", "--top", "3"], None);
-    assert!(table.lines().next().unwrap().contains("When:DateTime"), "{table}");
+    assert!(
+        table.lines().next().unwrap().contains("When:DateTime"),
+        "{table}"
+    );
     assert_eq!(table.lines().count(), 4);
 
     let err = fails(&["query", &t, "--filter", "N == 5"], None, 2);
@@ -102,7 +142,11 @@ fn query_prints_jsonl_csv_and_tables_with_top_across_pages() {
 
 #[test]
 fn read_only_refuses_writes_and_exits_5() {
-    let err = fails(&["--read-only", "tables", "create", "NeverCreated"], None, 5);
+    let err = fails(
+        &["--read-only", "tables", "create", "NeverCreated"],
+        None,
+        5,
+    );
     assert!(err.contains("read-only"), "{err}");
     assert!(!ok(&["tables"], None).lines().any(|l| l == "NeverCreated"));
 }
@@ -110,13 +154,20 @@ fn read_only_refuses_writes_and_exits_5() {
 #[test]
 fn bad_connection_strings_name_the_part_and_hide_the_key() {
     let out = Command::new(env!("CARGO_BIN_EXE_tabletop"))
-        .args(["--connection-string", "AccountName=acct;AccountKey=SECRETKEYVALUE!!", "tables"])
+        .args([
+            "--connection-string",
+            "AccountName=acct;AccountKey=SECRETKEYVALUE!!",
+            "tables",
+        ])
         .env("TABLETOP_CONFIG", "/nonexistent/tabletop-test-config.toml")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("AccountKey") && err.contains("Base64"), "{err}");
+    assert!(
+        err.contains("AccountKey") && err.contains("Base64"),
+        "{err}"
+    );
     assert!(!err.contains("SECRETKEYVALUE"), "{err}");
 }
 

@@ -2,12 +2,16 @@
 
 use std::sync::{Arc, Mutex};
 
-use tabletop::azure::{Account, AttemptRecord, ClientOptions, DateTime, EdmValue, Entity, RetryPolicy, TableClient, Telemetry};
+use tabletop::azure::{
+    Account, AttemptRecord, ClientOptions, DateTime, EdmValue, Entity, RetryPolicy, TableClient,
+    Telemetry,
+};
 
 use crate::support;
 
 pub fn account() -> Account {
-    Account::from_connection_string(&support::azurite().connection_string()).expect("emulator connection string")
+    Account::from_connection_string(&support::azurite().connection_string())
+        .expect("emulator connection string")
 }
 
 pub fn client() -> TableClient {
@@ -15,7 +19,10 @@ pub fn client() -> TableClient {
 }
 
 /// A client whose attempt records are collected.
-pub fn recording_client(account: Account, retry: RetryPolicy) -> (TableClient, Arc<Mutex<Vec<AttemptRecord>>>) {
+pub fn recording_client(
+    account: Account,
+    retry: RetryPolicy,
+) -> (TableClient, Arc<Mutex<Vec<AttemptRecord>>>) {
     let telemetry = Telemetry::new();
     let records = Arc::new(Mutex::new(Vec::new()));
     let sink = records.clone();
@@ -47,7 +54,10 @@ pub fn every_type(pk: &str, rk: &str) -> Entity {
         .with("StrBoolish", EdmValue::String("true".into()))
         .with("StrDecimal", EdmValue::String("1.50".into()))
         .with("StrEmpty", EdmValue::String(String::new()))
-        .with("StrUnicode", EdmValue::String("zürich ✓ 東京 \"quoted\" \\ back\nline".into()))
+        .with(
+            "StrUnicode",
+            EdmValue::String("zürich ✓ 東京 \"quoted\" \\ back\nline".into()),
+        )
         .with("BoolT", EdmValue::Boolean(true))
         .with("BoolF", EdmValue::Boolean(false))
         .with("I32Max", EdmValue::Int32(i32::MAX))
@@ -70,7 +80,10 @@ pub fn every_type(pk: &str, rk: &str) -> Entity {
         .with("DtOneTick", dt("2024-01-01T00:00:00.0000001Z"))
         .with("DtMin", dt("1601-01-01T00:00:00Z"))
         .with("DtMax", dt("9999-12-31T23:59:59.9999999Z"))
-        .with("Guid", EdmValue::Guid(uuid::Uuid::parse_str("4185404a-5818-48c3-b9be-f217df0dba6f").unwrap()))
+        .with(
+            "Guid",
+            EdmValue::Guid(uuid::Uuid::parse_str("4185404a-5818-48c3-b9be-f217df0dba6f").unwrap()),
+        )
         .with("GuidNil", EdmValue::Guid(uuid::Uuid::nil()))
         .with("Bin", EdmValue::Binary((0..=255u8).collect()))
         .with("BinOne", EdmValue::Binary(vec![0]))
@@ -82,7 +95,10 @@ pub fn diff(expected: &Entity, actual: &Entity) -> Vec<String> {
     for p in &expected.properties {
         match actual.get(&p.name) {
             Some(v) if *v == p.value => {}
-            other => out.push(format!("{}: expected {:?}, got {:?}", p.name, p.value, other)),
+            other => out.push(format!(
+                "{}: expected {:?}, got {:?}",
+                p.name, p.value, other
+            )),
         }
     }
     for p in &actual.properties {

@@ -4,7 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tabletop::azure::{Account, AttemptRecord, Condition, EdmValue, Entity, QuerySpec, RetryPolicy, UpdateMode};
+use tabletop::azure::{
+    Account, AttemptRecord, Condition, EdmValue, Entity, QuerySpec, RetryPolicy, UpdateMode,
+};
 
 use crate::common::{self, client, fresh_table};
 use crate::support::fault_proxy::{FaultPlan, FaultProxy, FaultStats};
@@ -42,7 +44,10 @@ fn faults(s: &FaultStats) -> usize {
 
 /// Attempts that failed in a way the policy retries.
 fn failed_attempts(records: &[AttemptRecord]) -> usize {
-    records.iter().filter(|r| matches!(r.status, None | Some(500) | Some(503))).count()
+    records
+        .iter()
+        .filter(|r| matches!(r.status, None | Some(500) | Some(503)))
+        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,12 +56,24 @@ async fn a_query_through_faults_returns_every_entity_exactly_once() {
     let table = fresh_table(&direct, "fq").await;
     for p in 0..3 {
         for r in 0..400 {
-            direct.insert(&table, &Entity::new(format!("p{p}"), format!("{r:04}"))).await.unwrap();
+            direct
+                .insert(&table, &Entity::new(format!("p{p}"), format!("{r:04}")))
+                .await
+                .unwrap();
         }
     }
     let proxy = FaultProxy::start(upstream(), plan(11)).await.unwrap();
-    let (c, records) = common::recording_client(Account::development_at(&proxy.endpoint()), fast_retries());
-    let mut stream = c.query_stream(&table, QuerySpec { page_size: Some(50), ..QuerySpec::default() }, None, None);
+    let (c, records) =
+        common::recording_client(Account::development_at(&proxy.endpoint()), fast_retries());
+    let mut stream = c.query_stream(
+        &table,
+        QuerySpec {
+            page_size: Some(50),
+            ..QuerySpec::default()
+        },
+        None,
+        None,
+    );
     let mut keys = Vec::new();
     while let Some(e) = stream.next().await {
         let e = e.expect("the query survives the faults");
@@ -70,10 +87,27 @@ async fn a_query_through_faults_returns_every_entity_exactly_once() {
 
     let stats = proxy.stats();
     let recs = records.lock().unwrap().clone();
-    assert!(faults(&stats) >= 5, "the schedule injected too few faults: {stats:?}");
-    assert_eq!(failed_attempts(&recs), faults(&stats), "every fault is one recorded failed attempt: {stats:?}");
-    assert_eq!(recs.iter().filter(|r| r.attempt > 1).count(), faults(&stats), "every fault was retried once");
-    assert_eq!(recs.iter().filter(|r| r.succeeded()).map(|r| r.entity_count as usize).sum::<usize>(), 1200);
+    assert!(
+        faults(&stats) >= 5,
+        "the schedule injected too few faults: {stats:?}"
+    );
+    assert_eq!(
+        failed_attempts(&recs),
+        faults(&stats),
+        "every fault is one recorded failed attempt: {stats:?}"
+    );
+    assert_eq!(
+        recs.iter().filter(|r| r.attempt > 1).count(),
+        faults(&stats),
+        "every fault was retried once"
+    );
+    assert_eq!(
+        recs.iter()
+            .filter(|r| r.succeeded())
+            .map(|r| r.entity_count as usize)
+            .sum::<usize>(),
+        1200
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,24 +115,36 @@ async fn writes_through_faults_are_neither_lost_nor_duplicated() {
     let direct = client();
     let table = fresh_table(&direct, "fw").await;
     let proxy = FaultProxy::start(upstream(), plan(23)).await.unwrap();
-    let (c, records) = common::recording_client(Account::development_at(&proxy.endpoint()), fast_retries());
+    let (c, records) =
+        common::recording_client(Account::development_at(&proxy.endpoint()), fast_retries());
 
     let mut earlier = 0;
     let mut etags = Vec::new();
     for i in 0..150 {
         let e = Entity::new("w", format!("{i:03}")).with("V", EdmValue::Int64(i));
-        let out = c.insert(&table, &e).await.unwrap_or_else(|err| panic!("insert {i}: {err}"));
+        let out = c
+            .insert(&table, &e)
+            .await
+            .unwrap_or_else(|err| panic!("insert {i}: {err}"));
         earlier += usize::from(out.probably_done_earlier);
         etags.push(out.etag.expect("etag"));
     }
-    assert!(earlier > 0, "the schedule should make some inserts land before their answer was lost");
+    assert!(
+        earlier > 0,
+        "the schedule should make some inserts land before their answer was lost"
+    );
 
     // Conditional merges with the ETags the inserts returned.
     for (i, etag) in etags.iter().enumerate() {
         let e = Entity::new("w", format!("{i:03}")).with("M", EdmValue::Boolean(true));
-        c.update(&table, &e, UpdateMode::Merge, &Condition::IfMatch(etag.clone()))
-            .await
-            .unwrap_or_else(|err| panic!("merge {i}: {err}"));
+        c.update(
+            &table,
+            &e,
+            UpdateMode::Merge,
+            &Condition::IfMatch(etag.clone()),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("merge {i}: {err}"));
     }
 
     let mut all = direct.query_stream(&table, QuerySpec::default(), None, None);
@@ -117,7 +163,12 @@ async fn writes_through_faults_are_neither_lost_nor_duplicated() {
             .await
             .unwrap_or_else(|err| panic!("delete {i}: {err}"));
     }
-    assert!(direct.query_page(&table, &QuerySpec::default(), None).await.unwrap().entities.is_empty());
+    assert!(direct
+        .query_page(&table, &QuerySpec::default(), None)
+        .await
+        .unwrap()
+        .entities
+        .is_empty());
 
     let stats = proxy.stats();
     let recs = records.lock().unwrap().clone();

@@ -3,8 +3,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod harness_smoke;
 mod cli;
 mod client_ops;
 mod common;
 mod faults;
+mod harness_smoke;
