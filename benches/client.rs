@@ -204,7 +204,7 @@ fn main() {
             100.0 * o / b
         );
 
-        let (mut ours_gets, mut base_gets, mut get_cpu) = (vec![], vec![], vec![]);
+        let (mut ours_gets, mut base_gets, mut get_cpu, mut base_get_cpu) = (vec![], vec![], vec![], vec![]);
         for _ in 0..rounds {
             let m = measure(point_reads(gets, concurrency, entities, {
                 let c = client.clone();
@@ -235,11 +235,13 @@ fn main() {
             }))
             .await;
             base_gets.push(gets as f64 / m.wall.as_secs_f64());
+            base_get_cpu.push(m.cpu.as_secs_f64() * 1e6 / gets as f64);
         }
         let (o, b) = (median(ours_gets), median(base_gets));
         println!(
-            "gets  tabletop: {o:>8.0} ops/s (concurrency {concurrency}), client CPU {:.1} µs/op | no-parse baseline: {b:>8.0} ops/s | ratio {:.1} %",
+            "gets  tabletop: {o:>8.0} ops/s (concurrency {concurrency}), client CPU {:.1} µs/op | no-parse baseline: {b:>8.0} ops/s, {:.1} µs/op | ratio {:.1} %",
             median(get_cpu),
+            median(base_get_cpu),
             100.0 * o / b
         );
     });
