@@ -185,3 +185,37 @@ fn a_wrong_key_is_reported_without_echoing_it() {
     assert!(err.contains("rejected the signature"), "{err}");
     assert!(!err.contains("d3Jvbmcga2V5"), "{err}");
 }
+
+#[test]
+fn a_rejected_primary_key_says_whether_the_secondary_key_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[profiles.rotated]\naccount = \"devstoreaccount1\"\nendpoint = \"{}\"\nkey_env = \"TABLETOP_TEST_OLD_KEY\"\nsecondary_key_env = \"TABLETOP_TEST_NEW_KEY\"\n",
+            support::azurite().table_endpoint()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tabletop"))
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--profile",
+            "rotated",
+            "tables",
+        ])
+        .env("TABLETOP_TEST_OLD_KEY", "d3Jvbmcga2V5IHdyb25nIGtleQ==")
+        .env(
+            "TABLETOP_TEST_NEW_KEY",
+            tabletop::azure::connection::DEV_KEY,
+        )
+        .env_remove("AZURE_STORAGE_CONNECTION_STRING")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("secondary key works"), "{err}");
+    assert!(!err.contains("Eby8") && !err.contains("d3Jvbmcg"), "{err}");
+}

@@ -459,3 +459,67 @@ async fn every_attempt_is_recorded_with_its_partition() {
     assert_eq!(recs[5].error_code.as_deref(), Some("ResourceNotFound"));
     assert!(recs[1].bytes_sent > 0 && recs[2].bytes_received > 0);
 }
+
+#[tokio::test]
+async fn shared_key_lite_signing_is_accepted() {
+    let account = common::account().with_scheme(tabletop::azure::SigningScheme::SharedKeyLite);
+    let c = TableClient::new(account, ClientOptions::default()).unwrap();
+    let table = fresh_table(&c, "lite").await;
+    c.insert(&table, &Entity::new("p", "r")).await.unwrap();
+    assert_eq!(c.get_entity(&table, "p", "r").await.unwrap().row_key, "r");
+}
+
+/// An account SAS (PROTOCOL.md §1.8) computed here; the client only appends the token.
+fn account_sas(permissions: &str) -> String {
+    use tabletop::azure::{auth, connection};
+    let key = connection::AccountKey::from_base64(connection::DEV_KEY).unwrap();
+    let (ss, srt, st, se, spr, sv) = (
+        "t",
+        "sco",
+        "2020-01-01T00:00:00Z",
+        "2099-01-01T00:00:00Z",
+        "https,http",
+        "2019-02-02",
+    );
+    let sts = format!("devstoreaccount1\n{permissions}\n{ss}\n{srt}\n{st}\n{se}\n\n{spr}\n{sv}\n");
+    let sig = auth::signature(&key, &sts);
+    let sig = percent_encoding::utf8_percent_encode(&sig, percent_encoding::NON_ALPHANUMERIC);
+    format!("sv={sv}&ss={ss}&srt={srt}&sp={permissions}&st={st}&se={se}&spr={spr}&sig={sig}")
+}
+
+#[tokio::test]
+async fn a_sas_token_is_appended_to_every_request() {
+    let endpoint = crate::support::azurite().table_endpoint();
+    let cs = format!(
+        "TableEndpoint={endpoint};SharedAccessSignature={}",
+        account_sas("rwdlacu")
+    );
+    let account = tabletop::azure::Account::from_connection_string(&cs).unwrap();
+    let c = TableClient::new(account, ClientOptions::default()).unwrap();
+    let table = fresh_table(&c, "sas").await;
+    c.insert(&table, &Entity::new("p", "r").with("V", EdmValue::Int32(1)))
+        .await
+        .unwrap();
+    let got = c.get_entity(&table, "p", "r").await.unwrap();
+    c.delete_entity(&table, "p", "r", &Condition::IfMatch(got.etag.unwrap()))
+        .await
+        .unwrap();
+
+    // A read-only SAS is refused by the service for writes, and the error shows no signature.
+    let cs = format!(
+        "TableEndpoint={endpoint};SharedAccessSignature={}",
+        account_sas("rl")
+    );
+    let ro = TableClient::new(
+        tabletop::azure::Account::from_connection_string(&cs).unwrap(),
+        ClientOptions::default(),
+    )
+    .unwrap();
+    ro.list_tables().await.unwrap();
+    let err = ro
+        .insert(&table, &Entity::new("p", "r2"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(403), "{err}");
+    assert!(!err.to_string().contains("sig="), "{err}");
+}
