@@ -41,10 +41,15 @@ pub struct GlobalArgs {
     /// The config file (default: the platform config dir's tabletop/config.toml, or $TABLETOP_CONFIG).
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
+    /// The console's theme: dark, light, high-contrast, ansi16, or one of yours.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub theme: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Start a local Azurite with sample data and open the console on it (stopped on exit).
+    Demo,
     /// List tables, one per line; or create / delete one.
     Tables {
         #[command(subcommand)]
@@ -345,6 +350,7 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
     let client = &session.client;
     let mut out = Out::new();
     match command {
+        Command::Demo => return Err(Failure::usage("demo opens the console; run it from a terminal")),
         Command::Tables { action: None } => {
             let mut next: Option<String> = None;
             loop {

@@ -1,0 +1,74 @@
+//! What flows into `App::update` (terminal input, job results, ticks) and what flows out of it
+//! (commands the run loop turns into tokio jobs or terminal writes).
+
+use crossterm::event::{KeyEvent, MouseEvent};
+
+use crate::azure::{Continuation, Entity, EntityPage, QuerySpec, TableClient, TablePage};
+
+/// Identifies one background job; a result whose id is no longer awaited is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+#[derive(Debug)]
+pub enum Event {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Resize(u16, u16),
+    /// Pasted text (bracketed paste) goes to whatever input is open.
+    Paste(String),
+    Job(JobId, JobOutput),
+    /// The spinner's clock; only sent while work is pending.
+    Tick,
+}
+
+#[derive(Debug)]
+pub enum JobOutput {
+    Tables(Result<TablePage, String>),
+    /// A page of entities; `scanned` counts the empty pages followed before it.
+    Page {
+        result: Result<EntityPage, String>,
+        scanned: u32,
+    },
+    /// An empty page with a continuation was skipped (the "scanned, no match yet" count).
+    Scanned(u32),
+    Entity(Result<Entity, String>),
+    Done(Result<String, String>),
+    Cancelled,
+}
+
+/// Work the run loop performs for the app.
+#[derive(Debug)]
+pub enum Command {
+    ListTables {
+        job: JobId,
+        client: TableClient,
+        next: Option<String>,
+    },
+    QueryPage {
+        job: JobId,
+        client: TableClient,
+        table: String,
+        spec: QuerySpec,
+        from: Option<Continuation>,
+    },
+    GetEntity {
+        job: JobId,
+        client: TableClient,
+        table: String,
+        partition_key: String,
+        row_key: String,
+    },
+    CreateTable {
+        job: JobId,
+        client: TableClient,
+        name: String,
+    },
+    DeleteTable {
+        job: JobId,
+        client: TableClient,
+        name: String,
+    },
+    Cancel(JobId),
+    /// Put text on the clipboard through OSC 52 (works over SSH).
+    Copy(String),
+}

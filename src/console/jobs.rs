@@ -1,0 +1,123 @@
+//! Background jobs: each command becomes a tokio task with a cancellation token that reports
+//! back on the event channel. `App::update` never awaits; only these tasks touch the network.
+
+use std::collections::HashMap;
+
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use super::event::{Command, Event, JobId, JobOutput};
+
+/// Empty pages followed in a row before the job reports progress and keeps going.
+const MAX_EMPTY_PAGES: u32 = 10_000;
+
+pub struct Jobs {
+    tx: UnboundedSender<Event>,
+    running: HashMap<JobId, CancellationToken>,
+}
+
+impl Jobs {
+    pub fn new(tx: UnboundedSender<Event>) -> Jobs {
+        Jobs {
+            tx,
+            running: HashMap::new(),
+        }
+    }
+
+    /// Forgets finished jobs (their results arrived).
+    pub fn finished(&mut self, id: JobId) {
+        self.running.remove(&id);
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn cancel_all(&mut self) {
+        for (_, token) in self.running.drain() {
+            token.cancel();
+        }
+    }
+
+    /// Starts the work of a command. Copy is not a job; the run loop handles it.
+    pub fn spawn(&mut self, command: Command) {
+        let tx = self.tx.clone();
+        let token = CancellationToken::new();
+        let (id, work): (JobId, std::pin::Pin<Box<dyn std::future::Future<Output = JobOutput> + Send>>) = match command {
+            Command::Cancel(id) => {
+                if let Some(t) = self.running.remove(&id) {
+                    t.cancel();
+                }
+                return;
+            }
+            Command::Copy(_) => return,
+            Command::ListTables { job, client, next } => (
+                job,
+                Box::pin(async move {
+                    JobOutput::Tables(client.list_tables_page(None, None, next.as_deref()).await.map_err(|e| e.to_string()))
+                }),
+            ),
+            Command::QueryPage {
+                job,
+                client,
+                table,
+                spec,
+                from,
+            } => {
+                let progress = tx.clone();
+                (
+                    job,
+                    Box::pin(async move {
+                        // A page may come back empty with a token (a partition boundary or the
+                        // server's 5 s budget): follow it so the user sees rows, not a blank page.
+                        let mut from = from;
+                        let mut scanned = 0;
+                        loop {
+                            match client.query_page(&table, &spec, from.as_ref()).await {
+                                Ok(page) if page.entities.is_empty() && page.continuation.is_some() && scanned < MAX_EMPTY_PAGES => {
+                                    scanned += 1;
+                                    from = page.continuation;
+                                    let _ = progress.send(Event::Job(job, JobOutput::Scanned(scanned)));
+                                }
+                                result => {
+                                    return JobOutput::Page {
+                                        result: result.map_err(|e| e.to_string()),
+                                        scanned,
+                                    }
+                                }
+                            }
+                        }
+                    }),
+                )
+            }
+            Command::GetEntity {
+                job,
+                client,
+                table,
+                partition_key,
+                row_key,
+            } => (
+                job,
+                Box::pin(async move {
+                    JobOutput::Entity(client.get_entity(&table, &partition_key, &row_key).await.map_err(|e| e.to_string()))
+                }),
+            ),
+            Command::CreateTable { job, client, name } => (
+                job,
+                Box::pin(async move { JobOutput::Done(client.create_table(&name).await.map(|_| format!("created table {name}")).map_err(|e| e.to_string())) }),
+            ),
+            Command::DeleteTable { job, client, name } => (
+                job,
+                Box::pin(async move { JobOutput::Done(client.delete_table(&name).await.map(|_| format!("deleted table {name}")).map_err(|e| e.to_string())) }),
+            ),
+        };
+        self.running.insert(id, token.clone());
+        tokio::spawn(async move {
+            let output = tokio::select! {
+                _ = token.cancelled() => JobOutput::Cancelled,
+                out = work => out,
+            };
+            let _ = tx.send(Event::Job(id, output));
+        });
+    }
+}

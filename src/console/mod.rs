@@ -1,0 +1,102 @@
+//! The interactive console: state and update (`app`), the grid's paging model (`grid`),
+//! drawing (`ui`), background jobs (`jobs`), the event loop (`run`), the terminal guard,
+//! themes and the keymap.
+
+pub mod app;
+pub mod event;
+pub mod grid;
+pub mod input;
+pub mod jobs;
+pub mod keys;
+pub mod run;
+pub mod terminal;
+pub mod theme;
+pub mod ui;
+
+use crate::azure::{Account, ClientOptions, TableClient, Telemetry};
+use crate::cli::{self, GlobalArgs};
+use crate::config::{self, LoadedConfig};
+
+use app::{App, AppOptions, Source, TrafficCounters};
+
+/// An extra source the caller supplies (the demo's emulator).
+pub struct ExtraSource {
+    pub name: String,
+    pub account: Account,
+}
+
+/// Builds the app from the command line and the config: profiles, the local emulator and a
+/// `--connection-string` become sources; a bad config is reported in the status bar and the
+/// console starts on defaults.
+pub fn build_app(global: &GlobalArgs, theme_flag: Option<&str>, extra: Vec<ExtraSource>, telemetry: &Telemetry) -> App {
+    let LoadedConfig { config, path, mut warnings } = config::load_or_default(global.config.as_deref());
+    let user_dir = path
+        .as_ref()
+        .and_then(|p| p.parent().map(|d| d.to_path_buf()))
+        .or_else(|| config::default_path().and_then(|p| p.parent().map(|d| d.to_path_buf())));
+    let retry = cli::retry_policy(&config.retry);
+    let options = |read_only: bool| ClientOptions {
+        retry: retry.clone(),
+        read_only: read_only || global.read_only,
+        telemetry: telemetry.clone(),
+    };
+    let client = |account: Result<Account, String>, read_only: bool| -> Result<TableClient, String> {
+        account.and_then(|a| TableClient::new(a, options(read_only)).map_err(|e| e.to_string()))
+    };
+
+    let mut sources = Vec::new();
+    for e in extra {
+        sources.push(Source::new(e.name, client(Ok(e.account), false), false, None));
+    }
+    if let Some(cs) = &global.connection_string {
+        let account = Account::from_connection_string(cs).map_err(|e| e.to_string());
+        sources.push(Source::new("command line", client(account, false), false, None));
+    }
+    if let Some(env) = Account::from_env() {
+        let account = env.map_err(|e| format!("AZURE_STORAGE_CONNECTION_STRING: {e}"));
+        sources.push(Source::new("environment", client(account, false), false, None));
+    }
+    // The default profile (or --profile) first, then the others by name.
+    let mut names: Vec<&String> = config.profiles.keys().collect();
+    let first = global.profile.as_ref().or(config.default_profile.as_ref());
+    names.sort_by_key(|n| (Some(*n) != first, (*n).clone()));
+    for name in names {
+        let p = &config.profiles[name];
+        let account = cli::profile_account(name, p).map_err(|f| f.message);
+        sources.push(Source::new(name.clone(), client(account, p.read_only), p.read_only, p.color.as_ref().map(|c| c.to_string())));
+    }
+    let points_at_emulator = sources.iter().any(|s| s.client.as_ref().is_ok_and(|c| c.account().is_emulator()));
+    if !points_at_emulator {
+        sources.push(Source::new("local emulator", client(Ok(Account::development()), false), false, None));
+    }
+    if let Some(wanted) = &global.profile {
+        if !config.profiles.contains_key(wanted) {
+            warnings.push(format!("no profile '{wanted}' in the config"));
+        }
+    }
+
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let theme_name = theme_flag.map(str::to_string).or(config.theme.clone()).unwrap_or_else(|| "dark".into());
+    let (theme, theme_warnings) = theme::load(&theme_name, user_dir.as_deref(), no_color);
+    warnings.extend(theme_warnings);
+    let (keymap, key_warnings) = keys::Keymap::with_overrides(&config.keys);
+    warnings.extend(key_warnings);
+    App::new(AppOptions {
+        sources,
+        keymap,
+        theme,
+        user_config_dir: user_dir,
+        no_color,
+        page_size: config.page_size,
+        traffic: TrafficCounters::attach(telemetry),
+        read_only_flag: global.read_only,
+        warnings,
+    })
+}
+
+/// Opens the console and returns when the user quits.
+pub async fn open(global: &GlobalArgs, theme_flag: Option<&str>, extra: Vec<ExtraSource>) -> anyhow::Result<()> {
+    let telemetry = Telemetry::new();
+    let app = build_app(global, theme_flag, extra, &telemetry);
+    run::run(app).await
+}
