@@ -350,7 +350,11 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
     let client = &session.client;
     let mut out = Out::new();
     match command {
-        Command::Demo => return Err(Failure::usage("demo opens the console; run it from a terminal")),
+        Command::Demo => {
+            return Err(Failure::usage(
+                "demo opens the console; run it from a terminal",
+            ))
+        }
         Command::Tables { action: None } => {
             let mut next: Option<String> = None;
             loop {

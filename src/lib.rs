@@ -5,4 +5,5 @@ pub mod azure;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod demo;
 pub mod emulator;

@@ -7,7 +7,10 @@ use tabletop::cli::{self, Cli, Command, Failure};
 
 fn main() -> ExitCode {
     let args = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("tabletop: error: cannot start the async runtime: {e}");
@@ -55,7 +58,8 @@ async fn demo(global: &cli::GlobalArgs) -> Result<(), Failure> {
     let env = tabletop::demo::prepare(&mut progress)
         .await
         .map_err(|e| Failure::with_code(1, format!("demo: {e}")))?;
-    let account = tabletop::azure::Account::from_connection_string(&env.connection_string).map_err(|e| Failure::with_code(1, e.to_string()))?;
+    let account = tabletop::azure::Account::from_connection_string(&env.connection_string)
+        .map_err(|e| Failure::with_code(1, e.to_string()))?;
     let extra = vec![tabletop::console::ExtraSource {
         name: "demo".into(),
         account,

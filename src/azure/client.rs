@@ -13,6 +13,7 @@ use reqwest::Method;
 use tokio::sync::{mpsc, oneshot};
 
 use super::auth;
+use super::batch::{self, BatchOp};
 use super::connection::{Account, Credential};
 use super::edm::{self, Entity};
 use super::error::{decode_service_error, Result, TableError};
@@ -275,6 +276,8 @@ struct Request {
     /// Encoded query without `?`.
     query: String,
     body: Option<String>,
+    /// Content-Type of the body (JSON unless set).
+    content_type: Option<String>,
     extra_headers: Vec<(&'static str, String)>,
     operation: Operation,
     table: Option<Arc<str>>,
@@ -293,6 +296,7 @@ impl Request {
             path,
             query: String::new(),
             body: None,
+            content_type: None,
             extra_headers: Vec::new(),
             operation,
             table: None,
@@ -811,6 +815,58 @@ impl TableClient {
         })
     }
 
+    /// Applies up to 100 writes to one partition atomically. On failure nothing was applied and
+    /// the error names the failing operation's index.
+    pub async fn submit_batch(&self, table: &str, ops: &[BatchOp]) -> Result<Vec<WriteOutcome>> {
+        if self.is_read_only() {
+            return Err(TableError::ReadOnly { operation: "batch" });
+        }
+        validate::table_name(table)?;
+        batch::validate_ops(ops)?;
+        let id = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        let (content_type, body) = batch::build_body(
+            &self.inner.account.endpoint,
+            table,
+            ops,
+            &id,
+            self.inner.account.cosmos,
+        );
+        if body.len() >= batch::MAX_BATCH_BYTES {
+            return Err(validate_err(
+                "batch",
+                format!("body is {} bytes; the limit is 4 MiB", body.len()),
+            ));
+        }
+        let mut req = Request::new(Method::POST, "/$batch".into(), Operation::Batch);
+        req.body = Some(body);
+        req.content_type = Some(content_type);
+        req.table = Some(Arc::from(table));
+        req.partition = PartitionRef::Key(ops[0].keys().0.to_string());
+        req.entity_count = ops.len() as u32;
+        let raw = self.send(req).await?;
+        let attempts = raw.attempts;
+        let raw = raw.error_if_failed()?;
+        let subs = batch::parse_response(&String::from_utf8_lossy(&raw.body));
+        if let Some(failed) = subs.iter().find(|s| s.status >= 400) {
+            return Err(TableError::Service(batch::failure(failed).1));
+        }
+        if subs.len() != ops.len() {
+            return Err(TableError::Protocol(format!(
+                "batch of {} operations got {} answers",
+                ops.len(),
+                subs.len()
+            )));
+        }
+        Ok(subs
+            .into_iter()
+            .map(|s| WriteOutcome {
+                etag: s.etag,
+                attempts,
+                probably_done_earlier: false,
+            })
+            .collect())
+    }
+
     /// A cheap authenticated request: lists at most one table.
     pub async fn probe(&self) -> Result<()> {
         self.list_tables_page(None, Some(1), None).await.map(|_| ())
@@ -884,7 +940,11 @@ impl TableClient {
             .map_err(|e| TableError::Protocol(format!("cannot build the request URL: {e}")))?;
         let body_len = req.body.as_ref().map_or(0, |b| b.len()) as u64;
         let body = req.body.take().map(Bytes::from);
-        let content_type = if body.is_some() { JSON } else { "" };
+        let content_type = match (&body, &req.content_type) {
+            (None, _) => "",
+            (Some(_), Some(ct)) => ct.as_str(),
+            (Some(_), None) => JSON,
+        };
         let resource = auth::canonicalized_resource(&account.name, url.path(), url.query());
 
         let mut attempt = 0;

@@ -1,6 +1,7 @@
 //! The Table REST protocol client. It knows nothing of the UI and could be its own crate.
 
 pub mod auth;
+pub mod batch;
 pub mod client;
 pub mod connection;
 pub mod edm;
@@ -10,6 +11,7 @@ pub mod retry;
 pub mod telemetry;
 pub mod validate;
 
+pub use batch::BatchOp;
 pub use client::{
     ClientOptions, Condition, Continuation, EntityPage, EntityStream, QuerySpec, TableClient,
     TablePage, UpdateMode, WriteOutcome,

@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
 use ratatui::layout::Rect;
 
 use super::event::{Command, Event, JobId, JobOutput};
@@ -32,7 +34,12 @@ pub struct Source {
 }
 
 impl Source {
-    pub fn new(name: impl Into<String>, client: Result<TableClient, String>, read_only: bool, color: Option<String>) -> Source {
+    pub fn new(
+        name: impl Into<String>,
+        client: Result<TableClient, String>,
+        read_only: bool,
+        color: Option<String>,
+    ) -> Source {
         Source {
             name: name.into(),
             read_only,
@@ -67,15 +74,35 @@ pub enum Pane {
 /// A dialog or input line drawn over the panes; it gets keys first.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Overlay {
-    Help { scroll: u16 },
-    Command { input: Input, error: Option<String> },
+    Help {
+        scroll: u16,
+    },
+    Command {
+        input: Input,
+        error: Option<String>,
+    },
     /// `/`: client-side search over the tables list or the loaded rows.
-    Search { input: Input },
+    Search {
+        input: Input,
+    },
     /// `f`: the server-side `$filter` / `$select` / page size.
-    FilterBar { filter: Input, select: Input, field: usize, error: Option<String> },
-    CreateTable { source: usize, name: Input, error: Option<String> },
+    FilterBar {
+        filter: Input,
+        select: Input,
+        field: usize,
+        error: Option<String>,
+    },
+    CreateTable {
+        source: usize,
+        name: Input,
+        error: Option<String>,
+    },
     /// Deleting a table: the user types its name.
-    DeleteTable { source: usize, table: String, typed: Input },
+    DeleteTable {
+        source: usize,
+        table: String,
+        typed: Input,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,6 +200,8 @@ pub struct App {
     next_job: u64,
     /// Table create/delete jobs and the source they refresh.
     pending_table_ops: Vec<(JobId, usize)>,
+    /// `q` was pressed once while jobs ran; a second `q` quits.
+    quit_armed: bool,
 }
 
 pub struct AppOptions {
@@ -221,6 +250,7 @@ impl App {
             commands: Vec::new(),
             next_job: 1,
             pending_table_ops: Vec::new(),
+            quit_armed: false,
         };
         // The first source opens at start so the user sees tables at once.
         if !app.sources.is_empty() {
@@ -283,7 +313,10 @@ impl App {
     pub fn error(&mut self, text: impl Into<String>) {
         let text = text.into();
         self.last_error = Some(text.clone());
-        self.message = Some(Message { text, level: Level::Error });
+        self.message = Some(Message {
+            text,
+            level: Level::Error,
+        });
     }
 
     // ---- events -------------------------------------------------------------------------
@@ -318,7 +351,12 @@ impl App {
     fn overlay_input(&mut self) -> Option<&mut Input> {
         match self.overlay.as_mut()? {
             Overlay::Command { input, .. } | Overlay::Search { input } => Some(input),
-            Overlay::FilterBar { filter, select, field, .. } => Some(if *field == 0 { filter } else { select }),
+            Overlay::FilterBar {
+                filter,
+                select,
+                field,
+                ..
+            } => Some(if *field == 0 { filter } else { select }),
             Overlay::CreateTable { name, .. } => Some(name),
             Overlay::DeleteTable { typed, .. } => Some(typed),
             Overlay::Help { .. } => None,
@@ -326,7 +364,10 @@ impl App {
     }
 
     fn on_key(&mut self, key: KeyEvent) {
-        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) && self.overlay.is_none() {
+        if key.code == KeyCode::Char('c')
+            && key.modifiers.contains(KeyModifiers::CONTROL)
+            && self.overlay.is_none()
+        {
             self.should_quit = true;
             return;
         }
@@ -341,10 +382,22 @@ impl App {
     }
 
     pub fn on_action(&mut self, action: Action) {
+        if action != Action::Quit {
+            self.quit_armed = false;
+        }
         match action {
             Action::Quit => {
                 if self.focus == Pane::Entity {
                     self.focus = Pane::Grid;
+                } else if self.busy() && !self.quit_armed {
+                    self.quit_armed = true;
+                    self.message = Some(Message {
+                        text: format!(
+                            "{} request(s) in flight: press q again to quit",
+                            self.in_flight()
+                        ),
+                        level: Level::Warning,
+                    });
                 } else {
                     self.should_quit = true;
                 }
@@ -364,7 +417,11 @@ impl App {
             Action::FocusEntity if self.entity.entity.is_some() => self.focus = Pane::Entity,
             Action::ToggleTimeZone => {
                 self.local_time = !self.local_time;
-                self.info(if self.local_time { "DateTimes in local time" } else { "DateTimes in UTC" });
+                self.info(if self.local_time {
+                    "DateTimes in local time"
+                } else {
+                    "DateTimes in UTC"
+                });
             }
             _ => match self.focus {
                 Pane::Tables => self.tables_action(action),
@@ -403,7 +460,11 @@ impl App {
                     rows.push(TreeRow::Table(si, ti));
                 }
             }
-            if s.loading.is_some() || s.error.is_some() || (s.loaded && s.tables.is_empty()) || s.client.is_err() {
+            if s.loading.is_some()
+                || s.error.is_some()
+                || (s.loaded && s.tables.is_empty())
+                || s.client.is_err()
+            {
                 rows.push(TreeRow::Status(si));
             }
         }
@@ -411,7 +472,9 @@ impl App {
     }
 
     fn expand_source(&mut self, si: usize) {
-        let Some(s) = self.sources.get_mut(si) else { return };
+        let Some(s) = self.sources.get_mut(si) else {
+            return;
+        };
         s.expanded = true;
         if !s.loaded && s.loading.is_none() {
             self.load_tables(si, false);
@@ -423,19 +486,23 @@ impl App {
             Ok(c) => c.clone(),
             Err(_) => return,
         };
-        let next = if more { self.sources[si].next_table.clone() } else { None };
+        let next = if more {
+            self.sources[si].next_table.clone()
+        } else {
+            None
+        };
         if more && next.is_none() {
             return;
         }
         let job = self.job();
-        let s = &mut self.sources[si];
-        if let Some(old) = s.loading.replace(job) {
+        if let Some(old) = self.sources[si].loading.replace(job) {
             self.cancel(old);
         }
         if !more {
-            s.error = None;
+            self.sources[si].error = None;
         }
-        self.commands.push(Command::ListTables { job, client, next });
+        self.commands
+            .push(Command::ListTables { job, client, next });
     }
 
     fn tables_action(&mut self, action: Action) {
@@ -447,9 +514,13 @@ impl App {
             Action::Down => self.tables_cursor = (cursor + 1).min(len.saturating_sub(1)),
             Action::Top => self.tables_cursor = 0,
             Action::Bottom => self.tables_cursor = len.saturating_sub(1),
-            Action::PageUp => self.tables_cursor = cursor.saturating_sub(self.areas.tables.height.max(3) as usize - 2),
+            Action::PageUp => {
+                self.tables_cursor =
+                    cursor.saturating_sub(self.areas.tables.height.max(3) as usize - 2)
+            }
             Action::PageDown => {
-                self.tables_cursor = (cursor + self.areas.tables.height.max(3) as usize - 2).min(len.saturating_sub(1))
+                self.tables_cursor = (cursor + self.areas.tables.height.max(3) as usize - 2)
+                    .min(len.saturating_sub(1))
             }
             Action::Open | Action::Right => match rows.get(cursor) {
                 Some(TreeRow::Source(si)) => {
@@ -472,12 +543,18 @@ impl App {
                     let si = *si;
                     if action == Action::Left {
                         self.sources[si].expanded = false;
-                        self.tables_cursor = self.tree_rows().iter().position(|r| *r == TreeRow::Source(si)).unwrap_or(0);
+                        self.tables_cursor = self
+                            .tree_rows()
+                            .iter()
+                            .position(|r| *r == TreeRow::Source(si))
+                            .unwrap_or(0);
                     } else if !self.tables_filter.is_empty() {
                         self.tables_filter.clear();
                     }
                 }
-                Some(TreeRow::Source(si)) if action == Action::Left => self.sources[*si].expanded = false,
+                Some(TreeRow::Source(si)) if action == Action::Left => {
+                    self.sources[*si].expanded = false
+                }
                 _ => {
                     if !self.tables_filter.is_empty() {
                         self.tables_filter.clear();
@@ -502,7 +579,10 @@ impl App {
             Action::Insert => {
                 if let Some(si) = self.row_source(rows.get(cursor)) {
                     if self.source_read_only(si) {
-                        self.error(format!("{} is read-only: tables cannot be created", self.sources[si].name));
+                        self.error(format!(
+                            "{} is read-only: tables cannot be created",
+                            self.sources[si].name
+                        ));
                     } else {
                         self.overlay = Some(Overlay::CreateTable {
                             source: si,
@@ -516,7 +596,10 @@ impl App {
                 if let Some(TreeRow::Table(si, ti)) = rows.get(cursor) {
                     let (si, ti) = (*si, *ti);
                     if self.source_read_only(si) {
-                        self.error(format!("{} is read-only: tables cannot be deleted", self.sources[si].name));
+                        self.error(format!(
+                            "{} is read-only: tables cannot be deleted",
+                            self.sources[si].name
+                        ));
                     } else {
                         self.overlay = Some(Overlay::DeleteTable {
                             source: si,
@@ -545,7 +628,11 @@ impl App {
         let near_end = self.tables_cursor + 50 >= rows.len();
         for si in 0..self.sources.len() {
             let s = &self.sources[si];
-            if s.expanded && s.loading.is_none() && s.next_table.is_some() && (near_end || !self.tables_filter.is_empty()) {
+            if s.expanded
+                && s.loading.is_none()
+                && s.next_table.is_some()
+                && (near_end || !self.tables_filter.is_empty())
+            {
                 self.load_tables(si, true);
             }
         }
@@ -589,7 +676,9 @@ impl App {
             return;
         }
         let job = self.job();
-        let Some(grid) = self.grid.as_mut() else { return };
+        let Some(grid) = self.grid.as_mut() else {
+            return;
+        };
         let from = match how {
             GridMove::First => None,
             GridMove::Reload => grid.current_start().cloned(),
@@ -614,7 +703,9 @@ impl App {
     }
 
     fn grid_action(&mut self, action: Action) {
-        let Some(grid) = self.grid.as_mut() else { return };
+        let Some(grid) = self.grid.as_mut() else {
+            return;
+        };
         let visible = self.areas.main.height.saturating_sub(4).max(1) as usize;
         match action {
             Action::Up => grid.move_cursor(-1),
@@ -687,8 +778,18 @@ impl App {
                     self.focus = Pane::Entity;
                 }
             }
+            Action::Select => {
+                grid.toggle_mark();
+                grid.move_cursor(1);
+            }
             Action::Copy => {
-                if let Some(e) = grid.selected_entity() {
+                let marked = grid.marked_entities();
+                if !marked.is_empty() {
+                    let lines: Vec<String> = marked.iter().map(|e| e.to_json_line()).collect();
+                    let n = lines.len();
+                    self.commands.push(Command::Copy(lines.join("\n")));
+                    self.info(format!("copied {n} marked entities as JSON lines (OSC 52)"));
+                } else if let Some(e) = grid.selected_entity() {
                     let json = e.to_json_line();
                     self.commands.push(Command::Copy(json));
                     self.info("copied the entity as JSON (OSC 52)");
@@ -723,8 +824,14 @@ impl App {
                 }
             }
             Action::Refresh => {
-                let (Some(e), Some(grid)) = (&self.entity.entity, &self.grid) else { return };
-                let (pk, rk, client) = (e.partition_key.clone(), e.row_key.clone(), grid.client.clone());
+                let (Some(e), Some(grid)) = (&self.entity.entity, &self.grid) else {
+                    return;
+                };
+                let (pk, rk, client) = (
+                    e.partition_key.clone(),
+                    e.row_key.clone(),
+                    grid.client.clone(),
+                );
                 let table = self.entity.table.clone();
                 let job = self.job();
                 self.entity.loading = Some(job);
@@ -743,7 +850,9 @@ impl App {
     // ---- overlays -----------------------------------------------------------------------
 
     fn on_overlay_key(&mut self, key: KeyEvent) {
-        let Some(mut overlay) = self.overlay.take() else { return };
+        let Some(mut overlay) = self.overlay.take() else {
+            return;
+        };
         let keep = match &mut overlay {
             Overlay::Help { scroll } => match self.keymap.action(&key) {
                 Some(Action::Down) => {
@@ -814,7 +923,11 @@ impl App {
                 select,
                 field,
                 error,
-            } => match if *field == 0 { filter.handle(&key) } else { select.handle(&key) } {
+            } => match if *field == 0 {
+                filter.handle(&key)
+            } else {
+                select.handle(&key)
+            } {
                 InputResult::Next | InputResult::Prev => {
                     *field = 1 - *field;
                     true
@@ -832,7 +945,11 @@ impl App {
                     true
                 }
             },
-            Overlay::CreateTable { source, name, error } => match name.handle(&key) {
+            Overlay::CreateTable {
+                source,
+                name,
+                error,
+            } => match name.handle(&key) {
                 InputResult::Submit => match crate::azure::validate::table_name(name.text()) {
                     Ok(()) => {
                         let (si, table) = (*source, name.text().to_string());
@@ -850,7 +967,11 @@ impl App {
                     true
                 }
             },
-            Overlay::DeleteTable { source, table, typed } => match typed.handle(&key) {
+            Overlay::DeleteTable {
+                source,
+                table,
+                typed,
+            } => match typed.handle(&key) {
                 InputResult::Submit if typed.text() == table => {
                     let (si, table) = (*source, table.clone());
                     self.delete_table(si, table);
@@ -871,7 +992,11 @@ impl App {
         if !filter_text.is_empty() {
             filter::parse(filter_text).map_err(|e| e.to_string())?;
         }
-        let select: Vec<String> = select_text.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+        let select: Vec<String> = select_text
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
         for name in &select {
             if !matches!(name.as_str(), "PartitionKey" | "RowKey" | "Timestamp") {
                 crate::azure::validate::property_name(name).map_err(|e| format!("select: {e}"))?;
@@ -888,23 +1013,31 @@ impl App {
     }
 
     fn create_table(&mut self, si: usize, name: String) {
-        let Ok(client) = self.sources[si].client.clone() else { return };
+        let Ok(client) = self.sources[si].client.clone() else {
+            return;
+        };
         let job = self.job();
         self.pending_table_ops.push((job, si));
-        self.commands.push(Command::CreateTable { job, client, name });
+        self.commands
+            .push(Command::CreateTable { job, client, name });
     }
 
     fn delete_table(&mut self, si: usize, name: String) {
-        let Ok(client) = self.sources[si].client.clone() else { return };
+        let Ok(client) = self.sources[si].client.clone() else {
+            return;
+        };
         let job = self.job();
         self.pending_table_ops.push((job, si));
-        self.commands.push(Command::DeleteTable { job, client, name });
+        self.commands
+            .push(Command::DeleteTable { job, client, name });
     }
 
     /// `:` commands.
     pub fn run_command(&mut self, text: &str) -> Result<(), String> {
         let text = text.trim().trim_start_matches(':');
-        let (cmd, arg) = text.split_once(' ').map_or((text, ""), |(c, a)| (c, a.trim()));
+        let (cmd, arg) = text
+            .split_once(' ')
+            .map_or((text, ""), |(c, a)| (c, a.trim()));
         match cmd {
             "q" | "quit" | "q!" => {
                 self.should_quit = true;
@@ -955,7 +1088,11 @@ impl App {
     }
 
     fn source_names(&self) -> String {
-        self.sources.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+        self.sources
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// The source of the grid, else of the tables cursor.
@@ -966,20 +1103,24 @@ impl App {
             }
         }
         let rows = self.tree_rows();
-        self.row_source(rows.get(self.tables_cursor)).or(self.grid.as_ref().map(|g| g.source))
+        self.row_source(rows.get(self.tables_cursor))
+            .or(self.grid.as_ref().map(|g| g.source))
     }
 
     // ---- mouse --------------------------------------------------------------------------
 
     fn on_mouse(&mut self, m: MouseEvent) {
-        let inside = |r: Rect| m.column >= r.x && m.column < r.x + r.width && m.row >= r.y && m.row < r.y + r.height;
+        let inside = |r: Rect| {
+            m.column >= r.x && m.column < r.x + r.width && m.row >= r.y && m.row < r.y + r.height
+        };
         let in_tables = inside(self.areas.tables);
         let in_main = inside(self.areas.main);
         match m.kind {
             MouseEventKind::Down(MouseButton::Left) => {
                 if in_tables {
                     self.focus = Pane::Tables;
-                    let row = (m.row.saturating_sub(self.areas.tables.y + 1)) as usize + self.tables_scroll;
+                    let row = (m.row.saturating_sub(self.areas.tables.y + 1)) as usize
+                        + self.tables_scroll;
                     if row < self.tree_rows().len() {
                         self.tables_cursor = row;
                     }
@@ -1007,7 +1148,11 @@ impl App {
                 } else {
                     return;
                 };
-                let action = if m.kind == MouseEventKind::ScrollDown { Action::Down } else { Action::Up };
+                let action = if m.kind == MouseEventKind::ScrollDown {
+                    Action::Down
+                } else {
+                    Action::Up
+                };
                 let saved = self.focus;
                 self.focus = target;
                 for _ in 0..3 {
@@ -1093,7 +1238,9 @@ impl App {
         grid.loading = None;
         let pending = grid.pending.take();
         match output {
-            JobOutput::Page { result: Ok(page), .. } => {
+            JobOutput::Page {
+                result: Ok(page), ..
+            } => {
                 if let Some((how, from)) = pending {
                     grid.apply_page(how, from, page);
                 }
@@ -1140,4 +1287,3 @@ pub fn key(code: KeyCode) -> Event {
 pub fn ctrl(c: char) -> Event {
     Event::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
 }
-

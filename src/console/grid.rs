@@ -78,6 +78,8 @@ pub struct Grid {
     filtered: Vec<usize>,
     width_adjust: HashMap<String, i32>,
     pub loaded_once: bool,
+    /// Rows marked with space, by key (they survive paging).
+    pub marked: std::collections::HashSet<(String, String)>,
 }
 
 impl Grid {
@@ -109,6 +111,7 @@ impl Grid {
             filtered: Vec::new(),
             width_adjust: HashMap::new(),
             loaded_once: false,
+            marked: std::collections::HashSet::new(),
         }
     }
 
@@ -139,11 +142,16 @@ impl Grid {
     }
 
     pub fn current_start(&self) -> Option<&Continuation> {
-        self.starts.get(self.first_page).and_then(|s| s.token.as_ref())
+        self.starts
+            .get(self.first_page)
+            .and_then(|s| s.token.as_ref())
     }
 
     pub fn previous_start(&self) -> Option<&Continuation> {
-        self.first_page.checked_sub(1).and_then(|p| self.starts.get(p)).and_then(|s| s.token.as_ref())
+        self.first_page
+            .checked_sub(1)
+            .and_then(|p| self.starts.get(p))
+            .and_then(|s| s.token.as_ref())
     }
 
     /// Absolute index of the first row in the view.
@@ -255,6 +263,30 @@ impl Grid {
         self.row_at(self.cursor).and_then(|i| self.rows.get(i))
     }
 
+    pub fn is_marked(&self, e: &Entity) -> bool {
+        !self.marked.is_empty()
+            && self
+                .marked
+                .contains(&(e.partition_key.clone(), e.row_key.clone()))
+    }
+
+    pub fn toggle_mark(&mut self) {
+        if let Some(e) = self.selected_entity() {
+            let key = (e.partition_key.clone(), e.row_key.clone());
+            if !self.marked.remove(&key) {
+                self.marked.insert(key);
+            }
+        }
+    }
+
+    /// Marked rows that are loaded in the view.
+    pub fn marked_entities(&self) -> Vec<&Entity> {
+        if self.marked.is_empty() {
+            return Vec::new();
+        }
+        self.rows.iter().filter(|e| self.is_marked(e)).collect()
+    }
+
     pub fn move_cursor(&mut self, delta: i64) {
         let len = self.visible_len() as i64;
         if len == 0 {
@@ -315,7 +347,11 @@ impl Grid {
     pub fn position(&self) -> String {
         let first = self.first_row();
         let pages = if self.page_lens.len() > 1 {
-            format!("pages {}–{}", self.first_page + 1, self.last_page_in_view() + 1)
+            format!(
+                "pages {}–{}",
+                self.first_page + 1,
+                self.last_page_in_view() + 1
+            )
         } else {
             format!("page {}", self.first_page + 1)
         };
@@ -411,7 +447,11 @@ pub fn datetime_text(d: DateTime, local: bool) -> String {
         let (y, mo, da, h, mi, s, f) = d.offset_by_seconds(offset).parts();
         let sign = if offset < 0 { '-' } else { '+' };
         let off = offset.abs();
-        format!("{y:04}-{mo:02}-{da:02} {h:02}:{mi:02}:{s:02}.{f:07} {sign}{:02}:{:02}", off / 3600, off % 3600 / 60)
+        format!(
+            "{y:04}-{mo:02}-{da:02} {h:02}:{mi:02}:{s:02}.{f:07} {sign}{:02}:{:02}",
+            off / 3600,
+            off % 3600 / 60
+        )
     } else {
         d.to_string()
     }
@@ -444,7 +484,9 @@ fn one_line(s: &str) -> String {
 fn entity_matches(e: &Entity, needle: &str) -> bool {
     e.partition_key.to_lowercase().contains(needle)
         || e.row_key.to_lowercase().contains(needle)
-        || e.properties.iter().any(|p| value_text(&p.value, false).to_lowercase().contains(needle))
+        || e.properties
+            .iter()
+            .any(|p| value_text(&p.value, false).to_lowercase().contains(needle))
 }
 
 /// 12345 → "12,345".
@@ -472,7 +514,9 @@ mod tests {
 
     fn page(start: usize, n: usize, next: bool) -> EntityPage {
         EntityPage {
-            entities: (start..start + n).map(|i| Entity::new("p", format!("{i:06}")).with("N", EdmValue::Int64(i as i64))).collect(),
+            entities: (start..start + n)
+                .map(|i| Entity::new("p", format!("{i:06}")).with("N", EdmValue::Int64(i as i64)))
+                .collect(),
             continuation: next.then(|| Continuation {
                 next_partition_key: "p".into(),
                 next_row_key: Some(format!("{:06}", start + n)),
@@ -536,12 +580,21 @@ mod tests {
             .with("Empty", EdmValue::String(String::new()))
             .with("Big", EdmValue::Int64(9_007_199_254_740_993))
             .with("Bin", EdmValue::Binary((0..20).collect()))
-            .with("When", EdmValue::DateTime(DateTime::parse("2024-01-01T00:00:00.1234567Z").unwrap()));
-        assert_eq!(cell_text(&e, "Empty", false), ("\"\"".into(), CellKind::Empty));
+            .with(
+                "When",
+                EdmValue::DateTime(DateTime::parse("2024-01-01T00:00:00.1234567Z").unwrap()),
+            );
+        assert_eq!(
+            cell_text(&e, "Empty", false),
+            ("\"\"".into(), CellKind::Empty)
+        );
         assert_eq!(cell_text(&e, "Nope", false).1, CellKind::Missing);
         assert_eq!(cell_text(&e, "Big", false).0, "9007199254740993");
         assert_eq!(cell_text(&e, "Bin", false).0, "0x0001020304050607… (20 B)");
-        assert_eq!(cell_text(&e, "When", false).0, "2024-01-01T00:00:00.1234567Z");
+        assert_eq!(
+            cell_text(&e, "When", false).0,
+            "2024-01-01T00:00:00.1234567Z"
+        );
     }
 
     #[test]

@@ -41,7 +41,10 @@ impl Input {
     }
 
     fn byte_index(&self, char_index: usize) -> usize {
-        self.text.char_indices().nth(char_index).map_or(self.text.len(), |(i, _)| i)
+        self.text
+            .char_indices()
+            .nth(char_index)
+            .map_or(self.text.len(), |(i, _)| i)
     }
 
     pub fn insert_str(&mut self, s: &str) {

@@ -43,7 +43,10 @@ impl Jobs {
     pub fn spawn(&mut self, command: Command) {
         let tx = self.tx.clone();
         let token = CancellationToken::new();
-        let (id, work): (JobId, std::pin::Pin<Box<dyn std::future::Future<Output = JobOutput> + Send>>) = match command {
+        let (id, work): (
+            JobId,
+            std::pin::Pin<Box<dyn std::future::Future<Output = JobOutput> + Send>>,
+        ) = match command {
             Command::Cancel(id) => {
                 if let Some(t) = self.running.remove(&id) {
                     t.cancel();
@@ -54,7 +57,12 @@ impl Jobs {
             Command::ListTables { job, client, next } => (
                 job,
                 Box::pin(async move {
-                    JobOutput::Tables(client.list_tables_page(None, None, next.as_deref()).await.map_err(|e| e.to_string()))
+                    JobOutput::Tables(
+                        client
+                            .list_tables_page(None, None, next.as_deref())
+                            .await
+                            .map_err(|e| e.to_string()),
+                    )
                 }),
             ),
             Command::QueryPage {
@@ -74,10 +82,15 @@ impl Jobs {
                         let mut scanned = 0;
                         loop {
                             match client.query_page(&table, &spec, from.as_ref()).await {
-                                Ok(page) if page.entities.is_empty() && page.continuation.is_some() && scanned < MAX_EMPTY_PAGES => {
+                                Ok(page)
+                                    if page.entities.is_empty()
+                                        && page.continuation.is_some()
+                                        && scanned < MAX_EMPTY_PAGES =>
+                                {
                                     scanned += 1;
                                     from = page.continuation;
-                                    let _ = progress.send(Event::Job(job, JobOutput::Scanned(scanned)));
+                                    let _ =
+                                        progress.send(Event::Job(job, JobOutput::Scanned(scanned)));
                                 }
                                 result => {
                                     return JobOutput::Page {
@@ -99,16 +112,37 @@ impl Jobs {
             } => (
                 job,
                 Box::pin(async move {
-                    JobOutput::Entity(client.get_entity(&table, &partition_key, &row_key).await.map_err(|e| e.to_string()))
+                    JobOutput::Entity(
+                        client
+                            .get_entity(&table, &partition_key, &row_key)
+                            .await
+                            .map_err(|e| e.to_string()),
+                    )
                 }),
             ),
             Command::CreateTable { job, client, name } => (
                 job,
-                Box::pin(async move { JobOutput::Done(client.create_table(&name).await.map(|_| format!("created table {name}")).map_err(|e| e.to_string())) }),
+                Box::pin(async move {
+                    JobOutput::Done(
+                        client
+                            .create_table(&name)
+                            .await
+                            .map(|_| format!("created table {name}"))
+                            .map_err(|e| e.to_string()),
+                    )
+                }),
             ),
             Command::DeleteTable { job, client, name } => (
                 job,
-                Box::pin(async move { JobOutput::Done(client.delete_table(&name).await.map(|_| format!("deleted table {name}")).map_err(|e| e.to_string())) }),
+                Box::pin(async move {
+                    JobOutput::Done(
+                        client
+                            .delete_table(&name)
+                            .await
+                            .map(|_| format!("deleted table {name}"))
+                            .map_err(|e| e.to_string()),
+                    )
+                }),
             ),
         };
         self.running.insert(id, token.clone());

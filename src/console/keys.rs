@@ -80,7 +80,7 @@ actions! {
     Quit = "quit", Global, "quit (asks first while jobs run)";
     ForceQuit = "force_quit", Global, "quit now, cancelling running jobs";
     Help = "help", Global, "show this help with the live key bindings";
-    CommandMode = "command_mode", Global, "command line (:table NAME, :profile NAME, :theme NAME, :undo, :q)";
+    CommandMode = "command_mode", Global, "command line (:table NAME, :profile NAME, :filter EXPR, :theme NAME, :q)";
     NextPane = "next_pane", Global, "focus the next pane";
     PrevPane = "prev_pane", Global, "focus the previous pane";
     FocusTables = "focus_tables", Global, "focus the tables pane";
@@ -99,19 +99,19 @@ actions! {
     PageDown = "page_down", Navigation, "scroll down one screen";
     Open = "open", Navigation, "open the table, profile or entity under the cursor";
     Back = "back", Navigation, "cancel, close the dialog, or go back";
-    Insert = "insert", Tables, "new entity (grid) or create table (tables pane)";
-    Delete = "delete", Tables, "delete the entity, the marked entities or the table (asks first)";
+    Insert = "insert", Tables, "create a table (tables pane); new entity (grid, with the entity editor)";
+    Delete = "delete", Tables, "delete the table (type its name to confirm); entities with the entity editor";
     FilterBar = "filter_bar", Grid, "edit the server-side query ($filter, $select)";
     NextPage = "next_page", Grid, "next page (follows the continuation token)";
     PrevPage = "prev_page", Grid, "previous page (from the token stack, no rescan)";
     LoadMore = "load_more", Grid, "load the next page below the rows already shown";
-    Select = "select", Grid, "mark or unmark the row for a bulk action";
-    Copy = "copy", Grid, "copy the entity (or marked entities) as JSON (OSC 52, works over SSH)";
+    Select = "select", Grid, "mark or unmark the row (y then copies every marked row)";
+    Copy = "copy", Grid, "copy the entity (or the marked rows, one JSON line each) via OSC 52, works over SSH";
     CopyToken = "copy_token", Grid, "copy the continuation token";
     ColumnWider = "column_wider", Grid, "widen the current column";
     ColumnNarrower = "column_narrower", Grid, "narrow the current column";
-    Clone = "clone", Grid, "new entity starting from a copy of this one";
-    Edit = "edit", Entity, "edit the entity (merge or replace, conditional on its ETag)";
+    Clone = "clone", Grid, "new entity from a copy of this one (with the entity editor)";
+    Edit = "edit", Entity, "edit the entity (with the entity editor)";
 }
 
 impl Action {

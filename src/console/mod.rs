@@ -28,8 +28,17 @@ pub struct ExtraSource {
 /// Builds the app from the command line and the config: profiles, the local emulator and a
 /// `--connection-string` become sources; a bad config is reported in the status bar and the
 /// console starts on defaults.
-pub fn build_app(global: &GlobalArgs, theme_flag: Option<&str>, extra: Vec<ExtraSource>, telemetry: &Telemetry) -> App {
-    let LoadedConfig { config, path, mut warnings } = config::load_or_default(global.config.as_deref());
+pub fn build_app(
+    global: &GlobalArgs,
+    theme_flag: Option<&str>,
+    extra: Vec<ExtraSource>,
+    telemetry: &Telemetry,
+) -> App {
+    let LoadedConfig {
+        config,
+        path,
+        mut warnings,
+    } = config::load_or_default(global.config.as_deref());
     let user_dir = path
         .as_ref()
         .and_then(|p| p.parent().map(|d| d.to_path_buf()))
@@ -40,21 +49,37 @@ pub fn build_app(global: &GlobalArgs, theme_flag: Option<&str>, extra: Vec<Extra
         read_only: read_only || global.read_only,
         telemetry: telemetry.clone(),
     };
-    let client = |account: Result<Account, String>, read_only: bool| -> Result<TableClient, String> {
-        account.and_then(|a| TableClient::new(a, options(read_only)).map_err(|e| e.to_string()))
-    };
+    let client =
+        |account: Result<Account, String>, read_only: bool| -> Result<TableClient, String> {
+            account.and_then(|a| TableClient::new(a, options(read_only)).map_err(|e| e.to_string()))
+        };
 
     let mut sources = Vec::new();
     for e in extra {
-        sources.push(Source::new(e.name, client(Ok(e.account), false), false, None));
+        sources.push(Source::new(
+            e.name,
+            client(Ok(e.account), false),
+            false,
+            None,
+        ));
     }
     if let Some(cs) = &global.connection_string {
         let account = Account::from_connection_string(cs).map_err(|e| e.to_string());
-        sources.push(Source::new("command line", client(account, false), false, None));
+        sources.push(Source::new(
+            "command line",
+            client(account, false),
+            false,
+            None,
+        ));
     }
     if let Some(env) = Account::from_env() {
         let account = env.map_err(|e| format!("AZURE_STORAGE_CONNECTION_STRING: {e}"));
-        sources.push(Source::new("environment", client(account, false), false, None));
+        sources.push(Source::new(
+            "environment",
+            client(account, false),
+            false,
+            None,
+        ));
     }
     // The default profile (or --profile) first, then the others by name.
     let mut names: Vec<&String> = config.profiles.keys().collect();
@@ -63,11 +88,25 @@ pub fn build_app(global: &GlobalArgs, theme_flag: Option<&str>, extra: Vec<Extra
     for name in names {
         let p = &config.profiles[name];
         let account = cli::profile_account(name, p).map_err(|f| f.message);
-        sources.push(Source::new(name.clone(), client(account, p.read_only), p.read_only, p.color.as_ref().map(|c| c.to_string())));
+        sources.push(Source::new(
+            name.clone(),
+            client(account, p.read_only),
+            p.read_only,
+            p.color.as_ref().map(|c| c.to_string()),
+        ));
     }
-    let points_at_emulator = sources.iter().any(|s| s.client.as_ref().is_ok_and(|c| c.account().is_emulator()));
+    let points_at_emulator = sources.iter().any(|s| {
+        s.client
+            .as_ref()
+            .is_ok_and(|c| c.account().endpoint == crate::azure::connection::DEV_TABLE_ENDPOINT)
+    });
     if !points_at_emulator {
-        sources.push(Source::new("local emulator", client(Ok(Account::development()), false), false, None));
+        sources.push(Source::new(
+            "local emulator",
+            client(Ok(Account::development()), false),
+            false,
+            None,
+        ));
     }
     if let Some(wanted) = &global.profile {
         if !config.profiles.contains_key(wanted) {
@@ -76,7 +115,10 @@ pub fn build_app(global: &GlobalArgs, theme_flag: Option<&str>, extra: Vec<Extra
     }
 
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let theme_name = theme_flag.map(str::to_string).or(config.theme.clone()).unwrap_or_else(|| "dark".into());
+    let theme_name = theme_flag
+        .map(str::to_string)
+        .or(config.theme.clone())
+        .unwrap_or_else(|| "dark".into());
     let (theme, theme_warnings) = theme::load(&theme_name, user_dir.as_deref(), no_color);
     warnings.extend(theme_warnings);
     let (keymap, key_warnings) = keys::Keymap::with_overrides(&config.keys);
@@ -95,7 +137,11 @@ pub fn build_app(global: &GlobalArgs, theme_flag: Option<&str>, extra: Vec<Extra
 }
 
 /// Opens the console and returns when the user quits.
-pub async fn open(global: &GlobalArgs, theme_flag: Option<&str>, extra: Vec<ExtraSource>) -> anyhow::Result<()> {
+pub async fn open(
+    global: &GlobalArgs,
+    theme_flag: Option<&str>,
+    extra: Vec<ExtraSource>,
+) -> anyhow::Result<()> {
     let telemetry = Telemetry::new();
     let app = build_app(global, theme_flag, extra, &telemetry);
     run::run(app).await

@@ -108,7 +108,10 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn draw(terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>, app: &mut App) -> anyhow::Result<()> {
+fn draw(
+    terminal: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+    app: &mut App,
+) -> anyhow::Result<()> {
     use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
     crossterm::execute!(std::io::stdout(), BeginSynchronizedUpdate)?;
     let mut areas = None;

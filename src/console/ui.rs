@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use super::app::{scroll_for, Areas, App, Level, Overlay, Pane, TreeRow};
+use super::app::{scroll_for, App, Areas, Level, Overlay, Pane, TreeRow};
 use super::grid::{self, CellKind, Grid, PINNED};
 use super::input::Input;
 use super::theme::{Slot, Theme};
@@ -22,7 +22,8 @@ pub fn draw(frame: &mut Frame, app: &App) -> Areas {
     frame.render_widget(Block::default().style(t.style(Slot::Base)), area);
     let [body, status] = Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(area);
     let tables_width = (area.width / 5).clamp(20, 36).min(area.width / 2);
-    let [tables, main] = Layout::horizontal([Constraint::Length(tables_width), Constraint::Min(10)]).areas(body);
+    let [tables, main] =
+        Layout::horizontal([Constraint::Length(tables_width), Constraint::Min(10)]).areas(body);
 
     draw_tables(frame, app, tables);
     match app.focus {
@@ -39,13 +40,28 @@ pub fn draw(frame: &mut Frame, app: &App) -> Areas {
 fn pane_block<'a>(t: &Theme, title: Line<'a>, focused: bool) -> Block<'a> {
     Block::default()
         .borders(Borders::ALL)
-        .border_type(if focused { BorderType::Thick } else { BorderType::Plain })
-        .border_style(t.style(if focused { Slot::BorderFocused } else { Slot::Border }))
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Plain
+        })
+        .border_style(t.style(if focused {
+            Slot::BorderFocused
+        } else {
+            Slot::Border
+        }))
         .title(title)
 }
 
 fn title<'a>(t: &Theme, text: impl Into<String>, focused: bool) -> Line<'a> {
-    Line::from(Span::styled(format!(" {} ", text.into()), t.style(if focused { Slot::TitleFocused } else { Slot::Title })))
+    Line::from(Span::styled(
+        format!(" {} ", text.into()),
+        t.style(if focused {
+            Slot::TitleFocused
+        } else {
+            Slot::Title
+        }),
+    ))
 }
 
 fn spinner(app: &App) -> &'static str {
@@ -72,42 +88,71 @@ fn draw_tables(frame: &mut Frame, app: &App, area: Rect) {
         let line = match *row {
             TreeRow::Source(si) => {
                 let s = &app.sources[si];
-                let mut spans = vec![Span::styled(if s.expanded { "▾ " } else { "▸ " }, t.style(Slot::Muted))];
+                let mut spans = vec![Span::styled(
+                    if s.expanded { "▾ " } else { "▸ " },
+                    t.style(Slot::Muted),
+                )];
                 let mut name_style = t.style(Slot::ProfileBadge);
                 if let Some(c) = s.color.as_deref().and_then(|c| t.profile_color(c)) {
                     name_style = name_style.fg(c);
                 }
-                spans.push(Span::styled(s.name.clone(), name_style.add_modifier(Modifier::BOLD)));
+                spans.push(Span::styled(
+                    s.name.clone(),
+                    name_style.add_modifier(Modifier::BOLD),
+                ));
                 if app.source_read_only(si) {
                     spans.push(Span::raw(" "));
                     spans.push(Span::styled(" RO ", t.style(Slot::ReadOnlyBadge)));
                 }
                 if s.loaded {
                     let more = if s.next_table.is_some() { "+" } else { "" };
-                    spans.push(Span::styled(format!(" {}{more}", s.tables.len()), t.style(Slot::Muted)));
+                    spans.push(Span::styled(
+                        format!(" {}{more}", s.tables.len()),
+                        t.style(Slot::Muted),
+                    ));
                 }
                 Line::from(spans)
             }
-            TreeRow::Table(si, ti) => Line::from(vec![Span::raw("   "), Span::raw(app.sources[si].tables[ti].clone())]),
+            TreeRow::Table(si, ti) => Line::from(vec![
+                Span::raw("   "),
+                Span::raw(app.sources[si].tables[ti].clone()),
+            ]),
             TreeRow::Status(si) => {
                 let s = &app.sources[si];
                 match (&s.client, &s.error, s.loading) {
-                    (Err(e), _, _) => Line::from(Span::styled(format!("   ✗ {e}"), t.style(Slot::Error))),
-                    (_, _, Some(_)) => Line::from(Span::styled(format!("   {} loading tables…", spinner(app)), t.style(Slot::Muted))),
-                    (_, Some(e), _) => Line::from(Span::styled(format!("   ✗ {e}"), t.style(Slot::Error))),
-                    _ => Line::from(Span::styled("   (no tables; i creates one)", t.style(Slot::Muted))),
+                    (Err(e), _, _) => {
+                        Line::from(Span::styled(format!("   ✗ {e}"), t.style(Slot::Error)))
+                    }
+                    (_, _, Some(_)) => Line::from(Span::styled(
+                        format!("   {} loading tables…", spinner(app)),
+                        t.style(Slot::Muted),
+                    )),
+                    (_, Some(e), _) => {
+                        Line::from(Span::styled(format!("   ✗ {e}"), t.style(Slot::Error)))
+                    }
+                    _ => Line::from(Span::styled(
+                        "   (no tables; i creates one)",
+                        t.style(Slot::Muted),
+                    )),
                 }
             }
         };
         let line = if selected {
-            line.style(t.style(if focused { Slot::Selected } else { Slot::SelectedUnfocused }))
+            line.style(t.style(if focused {
+                Slot::Selected
+            } else {
+                Slot::SelectedUnfocused
+            }))
         } else {
             line
         };
         lines.push(line);
     }
     if rows.is_empty() {
-        lines.push(Line::from(Span::styled("no profiles", t.style(Slot::Muted))));
+        lines.push(Line::from(Span::styled(
+            "no profiles",
+            t.style(Slot::Muted),
+        )));
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }
@@ -135,18 +180,43 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
         return;
     };
     let filter = g.spec.filter.as_deref().unwrap_or("all rows");
-    let mut heading = vec![Span::styled(format!(" {} ", g.table), t.style(if focused { Slot::TitleFocused } else { Slot::Title }))];
+    let mut heading = vec![Span::styled(
+        format!(" {} ", g.table),
+        t.style(if focused {
+            Slot::TitleFocused
+        } else {
+            Slot::Title
+        }),
+    )];
     heading.push(Span::styled(format!("· {filter} "), t.style(Slot::Muted)));
-    heading.push(Span::styled(format!("· {} ", g.class.label()), t.style(Slot::Warning)));
+    heading.push(Span::styled(
+        format!("· {} ", g.class.label()),
+        t.style(Slot::Warning),
+    ));
     if let Some(sel) = &g.spec.select {
-        heading.push(Span::styled(format!("· select {} ", sel.join(",")), t.style(Slot::Muted)));
+        heading.push(Span::styled(
+            format!("· select {} ", sel.join(",")),
+            t.style(Slot::Muted),
+        ));
     }
     let mut footer = vec![Span::raw(" "), Span::raw(g.position())];
     if let Some(n) = &g.next {
-        footer.push(Span::styled(format!(" · next {}", token_short(n)), t.style(Slot::Muted)));
+        footer.push(Span::styled(
+            format!(" · next {}", token_short(n)),
+            t.style(Slot::Muted),
+        ));
+    }
+    if !g.marked.is_empty() {
+        footer.push(Span::styled(
+            format!(" · {} marked", g.marked.len()),
+            t.style(Slot::Marked),
+        ));
     }
     if let Some(s) = &g.search {
-        footer.push(Span::styled(format!(" · /{s}: {} of {}", g.visible_len(), g.rows.len()), t.style(Slot::SearchMatch)));
+        footer.push(Span::styled(
+            format!(" · /{s}: {} of {}", g.visible_len(), g.rows.len()),
+            t.style(Slot::SearchMatch),
+        ));
     }
     footer.push(Span::raw(" "));
     let block = pane_block(t, Line::from(heading), focused).title_bottom(Line::from(footer));
@@ -160,7 +230,11 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
     let state_line = if g.loading.is_some() && !g.loaded_once {
         Some((
             if g.scanned > 0 {
-                format!("{} scanned {} pages, no match yet… (Esc cancels)", spinner(app), g.scanned)
+                format!(
+                    "{} scanned {} pages, no match yet… (Esc cancels)",
+                    spinner(app),
+                    g.scanned
+                )
             } else {
                 format!("{} loading {}…", spinner(app), g.table)
             },
@@ -181,7 +255,11 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
         None
     };
     if let Some((text, slot)) = state_line {
-        frame.render_widget(Paragraph::new(Line::from(Span::styled(text, t.style(slot)))).wrap(Wrap { trim: false }), inner);
+        frame.render_widget(
+            Paragraph::new(Line::from(Span::styled(text, t.style(slot))))
+                .wrap(Wrap { trim: false }),
+            inner,
+        );
         return;
     }
 
@@ -194,7 +272,10 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
             if ci == g.column && focused {
                 style = style.add_modifier(Modifier::UNDERLINED);
             }
-            [Span::styled(fit(&grid::header_text(c), w), style), Span::raw(" ")]
+            [
+                Span::styled(fit(&grid::header_text(c), w), style),
+                Span::raw(" "),
+            ]
         })
         .collect();
     let mut lines = vec![Line::from(header)];
@@ -212,15 +293,26 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
             spans.push(Span::raw(" "));
         }
         let mut line = Line::from(spans);
+        if g.is_marked(e) {
+            line = line.style(t.style(Slot::Marked));
+        }
         if v == cursor {
-            line = line.style(t.style(if focused { Slot::Selected } else { Slot::SelectedUnfocused }));
+            line = line.style(t.style(if focused {
+                Slot::Selected
+            } else {
+                Slot::SelectedUnfocused
+            }));
         }
         lines.push(line);
     }
     if g.loading.is_some() {
         // More is on its way; say so on the last line without hiding rows.
         let text = if g.scanned > 0 {
-            format!("{} scanned {} pages, no match yet…", spinner(app), g.scanned)
+            format!(
+                "{} scanned {} pages, no match yet…",
+                spinner(app),
+                g.scanned
+            )
         } else {
             format!("{} loading…", spinner(app))
         };
@@ -232,7 +324,10 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
         if lines.len() > height {
             lines.pop();
         }
-        lines.push(Line::from(Span::styled(format!("✗ {e}"), t.style(Slot::Error))));
+        lines.push(Line::from(Span::styled(
+            format!("✗ {e}"),
+            t.style(Slot::Error),
+        )));
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }
@@ -241,7 +336,7 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
 fn visible_columns(g: &Grid, width: u16) -> Vec<(usize, u16)> {
     let mut out = Vec::new();
     let mut used: u16 = 0;
-    let mut push = |ci: usize, out: &mut Vec<(usize, u16)>, used: &mut u16| -> bool {
+    let push = |ci: usize, out: &mut Vec<(usize, u16)>, used: &mut u16| -> bool {
         let w = g.columns[ci].width;
         if *used + 1 >= width {
             return false;
@@ -346,20 +441,44 @@ fn draw_entity(frame: &mut Frame, app: &App, area: Rect) {
     }
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let name_w = e.properties.iter().map(|p| p.name.chars().count()).chain([12]).max().unwrap_or(12).min(32);
+    let name_w = e
+        .properties
+        .iter()
+        .map(|p| p.name.chars().count())
+        .chain([12])
+        .max()
+        .unwrap_or(12)
+        .min(32);
     let mut lines: Vec<Line> = Vec::new();
     let label = |s: &str| Span::styled(format!("{s:<name_w$}  "), t.style(Slot::Header));
-    lines.push(Line::from(vec![label("ETag"), Span::styled(e.etag.clone().unwrap_or_else(|| "—".into()), t.style(Slot::Muted))]));
+    lines.push(Line::from(vec![
+        label("ETag"),
+        Span::styled(
+            e.etag.clone().unwrap_or_else(|| "—".into()),
+            t.style(Slot::Muted),
+        ),
+    ]));
     lines.push(Line::from(vec![
         label("Timestamp"),
         Span::styled(
-            e.timestamp.map(|d| grid::datetime_text(d, app.local_time)).unwrap_or_else(|| "—".into()),
+            e.timestamp
+                .map(|d| grid::datetime_text(d, app.local_time))
+                .unwrap_or_else(|| "—".into()),
             t.style(Slot::TypeDateTime),
         ),
     ]));
-    lines.push(Line::from(vec![label("PartitionKey"), Span::styled(e.partition_key.clone(), t.style(Slot::Key))]));
-    lines.push(Line::from(vec![label("RowKey"), Span::styled(e.row_key.clone(), t.style(Slot::Key))]));
-    lines.push(Line::from(Span::styled(format!("{} properties", e.properties.len()), t.style(Slot::Muted))));
+    lines.push(Line::from(vec![
+        label("PartitionKey"),
+        Span::styled(e.partition_key.clone(), t.style(Slot::Key)),
+    ]));
+    lines.push(Line::from(vec![
+        label("RowKey"),
+        Span::styled(e.row_key.clone(), t.style(Slot::Key)),
+    ]));
+    lines.push(Line::from(Span::styled(
+        format!("{} properties", e.properties.len()),
+        t.style(Slot::Muted),
+    )));
     for p in &e.properties {
         let ty = p.value.edm_type();
         let type_span = Span::styled(format!("{:<9}", ty.short_name()), t.style(Slot::Muted));
@@ -371,20 +490,43 @@ fn draw_entity(frame: &mut Frame, app: &App, area: Rect) {
         let text = match &p.value {
             EdmValue::String(s) if s.is_empty() => "\"\" (empty string)".to_string(),
             EdmValue::DateTime(d) => grid::datetime_text(*d, app.local_time),
-            EdmValue::Binary(b) => format!("{} · base64 {}", grid::binary_preview(b), p.value.to_text()),
+            EdmValue::Binary(b) => {
+                format!("{} · base64 {}", grid::binary_preview(b), p.value.to_text())
+            }
             v => v.to_text(),
         };
         for (i, part) in text.split('\n').enumerate() {
-            let name = if i == 0 { label(&p.name) } else { Span::raw(" ".repeat(name_w + 2)) };
-            let ty = if i == 0 { type_span.clone() } else { Span::raw(" ".repeat(9)) };
-            lines.push(Line::from(vec![name, ty, Span::raw(" "), Span::styled(part.to_string(), value_style)]));
+            let name = if i == 0 {
+                label(&p.name)
+            } else {
+                Span::raw(" ".repeat(name_w + 2))
+            };
+            let ty = if i == 0 {
+                type_span.clone()
+            } else {
+                Span::raw(" ".repeat(9))
+            };
+            lines.push(Line::from(vec![
+                name,
+                ty,
+                Span::raw(" "),
+                Span::styled(part.to_string(), value_style),
+            ]));
         }
     }
     if let Some(err) = &view.error {
-        lines.push(Line::from(Span::styled(format!("✗ {err}"), t.style(Slot::Error))));
+        lines.push(Line::from(Span::styled(
+            format!("✗ {err}"),
+            t.style(Slot::Error),
+        )));
     }
     let scroll = view.scroll.min(lines.len().saturating_sub(1)) as u16;
-    frame.render_widget(Paragraph::new(lines).scroll((scroll, 0)).wrap(Wrap { trim: false }), inner);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .scroll((scroll, 0))
+            .wrap(Wrap { trim: false }),
+        inner,
+    );
 }
 
 fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
@@ -398,7 +540,11 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
             spans.push(Span::raw(" "));
         }
         let mut style = t.style(Slot::ProfileBadge);
-        if let Some(c) = app.sources[si].color.as_deref().and_then(|c| t.profile_color(c)) {
+        if let Some(c) = app.sources[si]
+            .color
+            .as_deref()
+            .and_then(|c| t.profile_color(c))
+        {
             style = style.fg(c);
         }
         spans.push(Span::styled(app.sources[si].name.clone(), style));
@@ -416,13 +562,19 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
     }
     if app.in_flight() > 0 {
         spans.push(sep());
-        spans.push(Span::styled(format!("{} {} in flight", spinner(app), app.in_flight()), t.style(Slot::Spinner)));
+        spans.push(Span::styled(
+            format!("{} {} in flight", spinner(app), app.in_flight()),
+            t.style(Slot::Spinner),
+        ));
     }
     let retries = app.traffic.retries.load(Relaxed);
     let busy = app.traffic.server_busy.load(Relaxed);
     if retries > 0 {
         spans.push(sep());
-        spans.push(Span::styled(format!("retries {retries}"), t.style(Slot::Warning)));
+        spans.push(Span::styled(
+            format!("retries {retries}"),
+            t.style(Slot::Warning),
+        ));
     }
     if busy > 0 {
         spans.push(sep());
@@ -438,11 +590,21 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
         };
         spans.push(Span::styled(m.text.clone(), t.style(slot)));
     }
-    let help = Span::styled(format!(" {} help ", app.keymap.hint(super::keys::Action::Help)), t.style(Slot::StatusKey));
+    let help = Span::styled(
+        format!(" {} help ", app.keymap.hint(super::keys::Action::Help)),
+        t.style(Slot::StatusKey),
+    );
     let help_w = help.width() as u16;
-    let [left, right] = Layout::horizontal([Constraint::Min(1), Constraint::Length(help_w)]).areas(area);
-    frame.render_widget(Paragraph::new(Line::from(spans)).style(t.style(Slot::StatusBar)), left);
-    frame.render_widget(Paragraph::new(Line::from(help)).style(t.style(Slot::StatusBar)), right);
+    let [left, right] =
+        Layout::horizontal([Constraint::Min(1), Constraint::Length(help_w)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(Line::from(spans)).style(t.style(Slot::StatusBar)),
+        left,
+    );
+    frame.render_widget(
+        Paragraph::new(Line::from(help)).style(t.style(Slot::StatusBar)),
+        right,
+    );
 }
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
@@ -462,30 +624,46 @@ fn popup<'a>(t: &Theme, heading: &str) -> Block<'a> {
         .border_type(BorderType::Rounded)
         .border_style(t.style(Slot::PopupBorder))
         .style(t.style(Slot::Popup))
-        .title(Line::from(Span::styled(format!(" {heading} "), t.style(Slot::TitleFocused))))
+        .title(Line::from(Span::styled(
+            format!(" {heading} "),
+            t.style(Slot::TitleFocused),
+        )))
 }
 
 /// Draws an input and places the terminal cursor in it.
-fn input_line<'a>(frame: &mut Frame, t: &Theme, prefix: &str, input: &Input, area: Rect, active: bool) -> Paragraph<'a> {
+fn input_line(
+    frame: &mut Frame,
+    t: &Theme,
+    prefix: &str,
+    input: &Input,
+    area: Rect,
+    active: bool,
+    style: Style,
+) {
     let prefix_w = prefix.chars().count() as u16;
     let visible = area.width.saturating_sub(prefix_w + 1) as usize;
     let chars: Vec<char> = input.text().chars().collect();
     let start = input.cursor().saturating_sub(visible);
     let shown: String = chars.iter().skip(start).take(visible).collect();
     if active {
-        frame.set_cursor_position(Position::new(area.x + prefix_w + (input.cursor() - start) as u16, area.y));
+        frame.set_cursor_position(Position::new(
+            area.x + prefix_w + (input.cursor() - start) as u16,
+            area.y,
+        ));
     }
-    Paragraph::new(Line::from(vec![
+    let p = Paragraph::new(Line::from(vec![
         Span::styled(prefix.to_string(), t.style(Slot::StatusKey)),
         Span::styled(shown, t.style(Slot::Input)),
     ]))
+    .style(style);
+    frame.render_widget(p, area);
 }
 
 fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, status: Rect) {
     let t = &app.theme;
     match overlay {
         Overlay::Help { scroll } => {
-            let area = centered(frame.area(), 76, frame.area().height.saturating_sub(2));
+            let area = centered(frame.area(), 96, frame.area().height.saturating_sub(2));
             frame.render_widget(Clear, area);
             let block = popup(t, "Keys (live bindings) · Esc closes");
             let inner = block.inner(area);
@@ -503,29 +681,45 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
                 (":table NAME", "open a table of the current profile"),
                 (":profile NAME", "jump to a profile"),
                 (":filter EXPR", "set the server-side $filter"),
-                (":theme NAME", "switch theme (dark, light, high-contrast, ansi16, yours)"),
+                (
+                    ":theme NAME",
+                    "switch theme (dark, light, high-contrast, ansi16, yours)",
+                ),
                 (":q", "quit"),
             ] {
-                lines.push(Line::from(vec![Span::styled(format!("{cmd:>14}  "), t.style(Slot::StatusKey)), Span::raw(what)]));
+                lines.push(Line::from(vec![
+                    Span::styled(format!("{cmd:>14}  "), t.style(Slot::StatusKey)),
+                    Span::raw(what),
+                ]));
             }
             frame.render_widget(Paragraph::new(lines).scroll((*scroll, 0)), inner);
         }
         Overlay::Command { input, error } => {
             frame.render_widget(Clear, status);
-            let p = input_line(frame, t, ":", input, status, true);
-            frame.render_widget(p.style(t.style(Slot::StatusBar)), status);
+            input_line(frame, t, ":", input, status, true, t.style(Slot::StatusBar));
             if let Some(e) = error {
-                let area = Rect { y: status.y.saturating_sub(1), height: 1, ..status };
+                let area = Rect {
+                    y: status.y.saturating_sub(1),
+                    height: 1,
+                    ..status
+                };
                 frame.render_widget(Clear, area);
-                frame.render_widget(Paragraph::new(Span::styled(e.clone(), t.style(Slot::Error))), area);
+                frame.render_widget(
+                    Paragraph::new(Span::styled(e.clone(), t.style(Slot::Error))),
+                    area,
+                );
             }
         }
         Overlay::Search { input } => {
             frame.render_widget(Clear, status);
-            let p = input_line(frame, t, "/", input, status, true);
-            frame.render_widget(p.style(t.style(Slot::StatusBar)), status);
+            input_line(frame, t, "/", input, status, true, t.style(Slot::StatusBar));
         }
-        Overlay::FilterBar { filter, select, field, error } => {
+        Overlay::FilterBar {
+            filter,
+            select,
+            field,
+            error,
+        } => {
             let height = if error.is_some() { 6 } else { 5 };
             let area = Rect {
                 x: main.x + 1,
@@ -537,9 +731,31 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
             let block = popup(t, "Query · Enter applies · Tab switches · Esc cancels");
             let inner = block.inner(area);
             frame.render_widget(block, area);
-            let rows = Layout::vertical([Constraint::Length(1), Constraint::Length(1), Constraint::Length(1), Constraint::Min(0)]).split(inner);
-            frame.render_widget(input_line(frame, t, "filter  ", filter, rows[0], *field == 0), rows[0]);
-            frame.render_widget(input_line(frame, t, "select  ", select, rows[1], *field == 1), rows[1]);
+            let rows = Layout::vertical([
+                Constraint::Length(1),
+                Constraint::Length(1),
+                Constraint::Length(1),
+                Constraint::Min(0),
+            ])
+            .split(inner);
+            input_line(
+                frame,
+                t,
+                "filter  ",
+                filter,
+                rows[0],
+                *field == 0,
+                Style::default(),
+            );
+            input_line(
+                frame,
+                t,
+                "select  ",
+                select,
+                rows[1],
+                *field == 1,
+                Style::default(),
+            );
             frame.render_widget(
                 Paragraph::new(Span::styled(
                     "e.g. PartitionKey eq 'EU' and Amount gt 100L · select: Amount,Status (keys always included)",
@@ -548,28 +764,59 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
                 rows[2],
             );
             if let Some(e) = error {
-                frame.render_widget(Paragraph::new(Span::styled(e.clone(), t.style(Slot::Error))).wrap(Wrap { trim: true }), rows[3]);
+                frame.render_widget(
+                    Paragraph::new(Span::styled(e.clone(), t.style(Slot::Error)))
+                        .wrap(Wrap { trim: true }),
+                    rows[3],
+                );
             }
         }
-        Overlay::CreateTable { source, name, error } => {
+        Overlay::CreateTable {
+            source,
+            name,
+            error,
+        } => {
             let area = centered(frame.area(), 60, 6);
             frame.render_widget(Clear, area);
             let block = popup(t, &format!("New table in {}", app.sources[*source].name));
             let inner = block.inner(area);
             frame.render_widget(block, area);
-            let rows = Layout::vertical([Constraint::Length(1), Constraint::Length(1), Constraint::Min(0)]).split(inner);
-            frame.render_widget(input_line(frame, t, "name  ", name, rows[0], true), rows[0]);
-            let hint = error.clone().unwrap_or_else(|| "3–63 letters and digits, starting with a letter".into());
-            let style = if error.is_some() { t.style(Slot::Error) } else { t.style(Slot::Muted) };
-            frame.render_widget(Paragraph::new(Span::styled(hint, style)).wrap(Wrap { trim: true }), rows[2]);
+            let rows = Layout::vertical([
+                Constraint::Length(1),
+                Constraint::Length(1),
+                Constraint::Min(0),
+            ])
+            .split(inner);
+            input_line(frame, t, "name  ", name, rows[0], true, Style::default());
+            let hint = error
+                .clone()
+                .unwrap_or_else(|| "3–63 letters and digits, starting with a letter".into());
+            let style = if error.is_some() {
+                t.style(Slot::Error)
+            } else {
+                t.style(Slot::Muted)
+            };
+            frame.render_widget(
+                Paragraph::new(Span::styled(hint, style)).wrap(Wrap { trim: true }),
+                rows[2],
+            );
         }
-        Overlay::DeleteTable { source, table, typed } => {
+        Overlay::DeleteTable {
+            source,
+            table,
+            typed,
+        } => {
             let area = centered(frame.area(), 64, 7);
             frame.render_widget(Clear, area);
             let block = popup(t, &format!("Delete table {table}?"));
             let inner = block.inner(area);
             frame.render_widget(block, area);
-            let rows = Layout::vertical([Constraint::Length(2), Constraint::Length(1), Constraint::Min(0)]).split(inner);
+            let rows = Layout::vertical([
+                Constraint::Length(2),
+                Constraint::Length(1),
+                Constraint::Min(0),
+            ])
+            .split(inner);
             frame.render_widget(
                 Paragraph::new(Span::styled(
                     format!("Every entity in {table} ({}) will be deleted. Type the table's name to confirm:", app.sources[*source].name),
@@ -578,11 +825,15 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
                 .wrap(Wrap { trim: true }),
                 rows[0],
             );
-            frame.render_widget(input_line(frame, t, "> ", typed, rows[1], true), rows[1]);
+            input_line(frame, t, "> ", typed, rows[1], true, Style::default());
             let matches = typed.text() == table;
             frame.render_widget(
                 Paragraph::new(Span::styled(
-                    if matches { "Enter deletes · Esc cancels" } else { "Esc cancels" },
+                    if matches {
+                        "Enter deletes · Esc cancels"
+                    } else {
+                        "Esc cancels"
+                    },
                     t.style(if matches { Slot::Error } else { Slot::Muted }),
                 )),
                 rows[2],

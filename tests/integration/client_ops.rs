@@ -523,3 +523,76 @@ async fn a_sas_token_is_appended_to_every_request() {
     assert_eq!(err.status(), Some(403), "{err}");
     assert!(!err.to_string().contains("sig="), "{err}");
 }
+
+#[tokio::test]
+async fn batches_apply_atomically_and_name_the_failing_operation() {
+    use tabletop::azure::BatchOp;
+    let c = client();
+    let table = fresh_table(&c, "batch").await;
+    let ops: Vec<BatchOp> = (0..100)
+        .map(|i| BatchOp::Insert(Entity::new("b", format!("{i:03}")).with("I", EdmValue::Int32(i))))
+        .collect();
+    let outcomes = c.submit_batch(&table, &ops).await.unwrap();
+    assert_eq!(outcomes.len(), 100);
+    assert!(outcomes.iter().all(|o| o.etag.is_some()));
+    let page = c
+        .query_page(&table, &QuerySpec::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(page.entities.len(), 100);
+
+    // The second op collides: nothing of the batch is applied, and the error says which.
+    let ops = vec![
+        BatchOp::Upsert(Entity::new("b", "new"), UpdateMode::Merge),
+        BatchOp::Insert(Entity::new("b", "001")),
+        BatchOp::Delete {
+            partition_key: "b".into(),
+            row_key: "002".into(),
+            condition: Condition::Force,
+        },
+    ];
+    let err = c.submit_batch(&table, &ops).await.unwrap_err();
+    assert_eq!(err.code(), Some("EntityAlreadyExists"));
+    assert!(err.to_string().contains("batch operation 1"), "{err}");
+    assert!(c
+        .try_get_entity(&table, "b", "new")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(c
+        .try_get_entity(&table, "b", "002")
+        .await
+        .unwrap()
+        .is_some());
+
+    // Mixed operations in one go.
+    let e1 = c.get_entity(&table, "b", "001").await.unwrap();
+    let ops = vec![
+        BatchOp::Update(
+            e1.clone().with("X", EdmValue::Boolean(true)),
+            UpdateMode::Merge,
+            Condition::IfMatch(e1.etag.clone().unwrap()),
+        ),
+        BatchOp::Delete {
+            partition_key: "b".into(),
+            row_key: "002".into(),
+            condition: Condition::Force,
+        },
+        BatchOp::Upsert(Entity::new("b", "zzz"), UpdateMode::Replace),
+    ];
+    c.submit_batch(&table, &ops).await.unwrap();
+    assert_eq!(
+        c.get_entity(&table, "b", "001").await.unwrap().get("X"),
+        Some(&EdmValue::Boolean(true))
+    );
+    assert!(c
+        .try_get_entity(&table, "b", "002")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(c
+        .try_get_entity(&table, "b", "zzz")
+        .await
+        .unwrap()
+        .is_some());
+}
