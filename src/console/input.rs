@@ -55,6 +55,13 @@ impl Input {
         }
     }
 
+    /// A line break inside a value (multi-line strings).
+    pub fn insert_newline(&mut self) {
+        let at = self.byte_index(self.cursor);
+        self.text.insert(at, '\n');
+        self.cursor += 1;
+    }
+
     pub fn handle(&mut self, key: &KeyEvent) -> InputResult {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         match key.code {

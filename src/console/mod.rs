@@ -3,6 +3,8 @@
 //! themes and the keymap.
 
 pub mod app;
+pub mod editor;
+pub mod editor_view;
 pub mod event;
 pub mod grid;
 pub mod input;
