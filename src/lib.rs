@@ -4,4 +4,5 @@
 pub mod azure;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod emulator;
