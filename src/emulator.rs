@@ -204,7 +204,7 @@ fn installed_version(dir: &Path) -> Option<String> {
 
 /// Complete install of the pinned version: npm writes `node_modules/.package-lock.json` last,
 /// so its presence tells a finished install from an interrupted one.
-fn is_installed(dir: &Path) -> bool {
+pub fn is_installed(dir: &Path) -> bool {
     main_js_path(dir).is_file()
         && dir.join("node_modules/.package-lock.json").is_file()
         && installed_version(dir).as_deref() == Some(AZURITE_VERSION)

@@ -1140,7 +1140,8 @@ mod tests {
 
     #[test]
     fn doubles_keep_their_bits() {
-        for v in [0.1, -0.0, 1e300, 5e-324, f64::MAX, 2.0] {
+        // 18.647044298079962 is one serde_json parses 1 ULP off without `float_roundtrip`.
+        for v in [0.1, -0.0, 1e300, 5e-324, f64::MAX, 2.0, 18.647044298079962] {
             let e = Entity::new("a", "b").with("D", EdmValue::Double(v));
             let back = Entity::from_json(&e.to_request_json()).unwrap();
             assert_eq!(back.get("D"), Some(&EdmValue::Double(v)), "{v}");
