@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::azure::{
-    Account, ClientOptions, DateTime, EdmValue, Entity, TableClient, TableError, ValidationError,
+    Account, BatchOp, ClientOptions, DateTime, EdmValue, Entity, TableClient, TableError,
+    ValidationError,
 };
 use crate::emulator::{self, Emulator, EmulatorError};
 
@@ -173,7 +174,8 @@ pub async fn load_sample_data_with_prefix(
     Ok(summary)
 }
 
-/// Inserts with `IN_FLIGHT` concurrent requests; the first failure stops the load.
+/// Inserts in batches of up to 100 per partition (entity group transactions), `IN_FLIGHT`
+/// batches at a time; the first failure stops the load.
 async fn insert_all(
     client: &TableClient,
     table: &str,
@@ -185,19 +187,35 @@ async fn insert_all(
         progress(&format!("created {table} (no entities)"));
         return Ok(());
     }
-    let mut pending = entities.into_iter();
+    let mut by_partition: std::collections::BTreeMap<String, Vec<BatchOp>> =
+        std::collections::BTreeMap::new();
+    for e in entities {
+        by_partition
+            .entry(e.partition_key.clone())
+            .or_default()
+            .push(BatchOp::Insert(e));
+    }
+    let mut chunks: Vec<Vec<BatchOp>> = Vec::new();
+    for (_, mut ops) in by_partition {
+        while !ops.is_empty() {
+            let rest = ops.split_off(ops.len().min(crate::azure::batch::MAX_BATCH_OPERATIONS));
+            chunks.push(std::mem::replace(&mut ops, rest));
+        }
+    }
+    let mut pending = chunks.into_iter();
     let mut running = JoinSet::new();
     let mut done = 0usize;
     let mut last_report = Instant::now();
     loop {
         while running.len() < IN_FLIGHT {
-            let Some(entity) = pending.next() else { break };
+            let Some(chunk) = pending.next() else { break };
             let client = client.clone();
             let table = table.to_string();
             running.spawn(async move {
-                match client.insert(&table, &entity).await {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err((entity.partition_key, entity.row_key, e)),
+                let n = chunk.len();
+                match client.submit_batch(&table, &chunk).await {
+                    Ok(_) => Ok(n),
+                    Err(e) => Err((chunk[0].keys().0.to_string(), n, e)),
                 }
             });
         }
@@ -205,11 +223,11 @@ async fn insert_all(
             break;
         };
         match joined {
-            Ok(Ok(())) => done += 1,
-            Ok(Err((pk, rk, source))) => {
+            Ok(Ok(n)) => done += n,
+            Ok(Err((pk, n, source))) => {
                 return Err(DemoError::Table {
                     table: table.to_string(),
-                    step: format!("inserting PartitionKey '{pk}', RowKey '{rk}'"),
+                    step: format!("inserting a batch of {n} into partition '{pk}'"),
                     source,
                 })
             }

@@ -51,9 +51,13 @@ pub enum WriteOp {
 impl WriteOp {
     pub fn keys(&self) -> (&str, &str) {
         match self {
-            WriteOp::Insert(e) | WriteOp::Update(e, ..) | WriteOp::Upsert(e, _) => (&e.partition_key, &e.row_key),
+            WriteOp::Insert(e) | WriteOp::Update(e, ..) | WriteOp::Upsert(e, _) => {
+                (&e.partition_key, &e.row_key)
+            }
             WriteOp::Delete {
-                partition_key, row_key, ..
+                partition_key,
+                row_key,
+                ..
             } => (partition_key, row_key),
         }
     }
@@ -86,7 +90,10 @@ pub enum EditorAction {
     Close,
     Save(WriteOp),
     /// 409 on insert: open the entity that exists.
-    OpenExisting { partition_key: String, row_key: String },
+    OpenExisting {
+        partition_key: String,
+        row_key: String,
+    },
     /// Raw mode: edit this JSON in `$EDITOR`.
     ExternalEdit(String),
 }
@@ -123,7 +130,10 @@ impl Conflict {
     /// Every property name in any version, in a stable order.
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
-        for e in [self.loaded.as_ref(), Some(&self.mine), self.server.as_ref()].into_iter().flatten() {
+        for e in [self.loaded.as_ref(), Some(&self.mine), self.server.as_ref()]
+            .into_iter()
+            .flatten()
+        {
             for p in &e.properties {
                 if !names.contains(&p.name) {
                     names.push(p.name.clone());
@@ -140,7 +150,8 @@ impl Conflict {
         };
         let etag = Condition::IfMatch(server.etag.clone().unwrap_or_else(|| "*".into()));
         if self.removed.is_empty() {
-            let mut partial = Entity::new(self.mine.partition_key.clone(), self.mine.row_key.clone());
+            let mut partial =
+                Entity::new(self.mine.partition_key.clone(), self.mine.row_key.clone());
             for name in &self.changed {
                 if let Some(v) = self.mine.get(name) {
                     partial.set(name.clone(), v.clone());
@@ -238,7 +249,8 @@ impl Editor {
             force: false,
             prompt: None,
             errors: Vec::new(),
-            message: read_only.then(|| "read-only: this is a viewer; changes cannot be saved".to_string()),
+            message: read_only
+                .then(|| "read-only: this is a viewer; changes cannot be saved".to_string()),
             saving: false,
             read_only,
         }
@@ -259,7 +271,8 @@ impl Editor {
             force: false,
             prompt: None,
             errors: Vec::new(),
-            message: read_only.then(|| "read-only: this is a viewer; changes cannot be saved".to_string()),
+            message: read_only
+                .then(|| "read-only: this is a viewer; changes cannot be saved".to_string()),
             saving: false,
             read_only,
         }
@@ -283,7 +296,10 @@ impl Editor {
     }
 
     pub fn error_for(&self, line: usize) -> Option<&str> {
-        self.errors.iter().find(|(l, _)| *l == line).map(|(_, e)| e.as_str())
+        self.errors
+            .iter()
+            .find(|(l, _)| *l == line)
+            .map(|(_, e)| e.as_str())
     }
 
     /// Whether anything differs from what was loaded.
@@ -296,7 +312,9 @@ impl Editor {
 
     /// Whether a row differs from the loaded property of the same name.
     pub fn row_modified(&self, i: usize) -> bool {
-        let Some(row) = self.rows.get(i) else { return false };
+        let Some(row) = self.rows.get(i) else {
+            return false;
+        };
         match &self.original {
             Some(o) if self.kind == EditorKind::Edit => !rows_of(o).contains(row),
             _ => true,
@@ -351,7 +369,10 @@ impl Editor {
     /// Changed-or-added and removed property names relative to what was loaded.
     pub fn changes(&self, new: &Entity) -> (Vec<String>, Vec<String>) {
         let Some(o) = &self.original else {
-            return (new.properties.iter().map(|p| p.name.clone()).collect(), Vec::new());
+            return (
+                new.properties.iter().map(|p| p.name.clone()).collect(),
+                Vec::new(),
+            );
         };
         let changed = new
             .properties
@@ -359,7 +380,12 @@ impl Editor {
             .filter(|p| o.get(&p.name) != Some(&p.value))
             .map(|p| p.name.clone())
             .collect();
-        let removed = o.properties.iter().filter(|p| new.get(&p.name).is_none()).map(|p| p.name.clone()).collect();
+        let removed = o
+            .properties
+            .iter()
+            .filter(|p| new.get(&p.name).is_none())
+            .map(|p| p.name.clone())
+            .collect();
         (changed, removed)
     }
 
@@ -393,7 +419,9 @@ impl Editor {
             EditorKind::New | EditorKind::Clone => {
                 self.saving = true;
                 match self.mode {
-                    SaveMode::Upsert => EditorAction::Save(WriteOp::Upsert(entity, UpdateMode::Replace)),
+                    SaveMode::Upsert => {
+                        EditorAction::Save(WriteOp::Upsert(entity, UpdateMode::Replace))
+                    }
                     _ => EditorAction::Save(WriteOp::Insert(entity)),
                 }
             }
@@ -409,16 +437,25 @@ impl Editor {
                 }
                 self.saving = true;
                 match self.mode {
-                    SaveMode::Replace => EditorAction::Save(WriteOp::Update(entity, UpdateMode::Replace, self.condition())),
+                    SaveMode::Replace => EditorAction::Save(WriteOp::Update(
+                        entity,
+                        UpdateMode::Replace,
+                        self.condition(),
+                    )),
                     _ => {
                         // Merge sends only what changed: the rest of the entity is the server's.
-                        let mut partial = Entity::new(entity.partition_key.clone(), entity.row_key.clone());
+                        let mut partial =
+                            Entity::new(entity.partition_key.clone(), entity.row_key.clone());
                         for name in &changed {
                             if let Some(v) = entity.get(name) {
                                 partial.set(name.clone(), v.clone());
                             }
                         }
-                        EditorAction::Save(WriteOp::Update(partial, UpdateMode::Merge, self.condition()))
+                        EditorAction::Save(WriteOp::Update(
+                            partial,
+                            UpdateMode::Merge,
+                            self.condition(),
+                        ))
                     }
                 }
             }
@@ -471,11 +508,18 @@ impl Editor {
     pub fn apply_raw(&mut self, text: &str) -> Result<(), String> {
         let mut parsed = crate::azure::edm::parse_entities(text);
         if parsed.len() != 1 {
-            return Err(format!("expected one entity object, found {}", parsed.len()));
+            return Err(format!(
+                "expected one entity object, found {}",
+                parsed.len()
+            ));
         }
         let entity = parsed.remove(0)?;
-        if !self.keys_editable() && (entity.partition_key != self.partition_key || entity.row_key != self.row_key) {
-            return Err("keys cannot change when editing an existing entity (clone it instead)".into());
+        if !self.keys_editable()
+            && (entity.partition_key != self.partition_key || entity.row_key != self.row_key)
+        {
+            return Err(
+                "keys cannot change when editing an existing entity (clone it instead)".into(),
+            );
         }
         self.partition_key = entity.partition_key.clone();
         self.row_key = entity.row_key.clone();
@@ -550,7 +594,10 @@ impl Editor {
                 EditorAction::None
             }
             KeyCode::Char('t') if self.cursor >= 2 => {
-                let current = EdmType::ALL.iter().position(|t| *t == self.rows[self.cursor - 2].ty).unwrap_or(0);
+                let current = EdmType::ALL
+                    .iter()
+                    .position(|t| *t == self.rows[self.cursor - 2].ty)
+                    .unwrap_or(0);
                 self.prompt = Some(Prompt::TypePicker(current));
                 EditorAction::None
             }
@@ -568,11 +615,21 @@ impl Editor {
             KeyCode::Char('x') | KeyCode::Delete if self.cursor >= 2 => {
                 let removed = self.rows.remove(self.cursor - 2);
                 self.cursor = self.cursor.min(self.line_count() - 1);
-                self.message = Some(if self.kind == EditorKind::Edit && self.original.as_ref().is_some_and(|o| o.get(&removed.name).is_some()) {
-                    format!("removed {}: saving needs Replace (merge cannot remove a property)", removed.name)
-                } else {
-                    format!("removed {}", removed.name)
-                });
+                self.message = Some(
+                    if self.kind == EditorKind::Edit
+                        && self
+                            .original
+                            .as_ref()
+                            .is_some_and(|o| o.get(&removed.name).is_some())
+                    {
+                        format!(
+                            "removed {}: saving needs Replace (merge cannot remove a property)",
+                            removed.name
+                        )
+                    } else {
+                        format!("removed {}", removed.name)
+                    },
+                );
                 EditorAction::None
             }
             KeyCode::Char('s') => self.save(),
@@ -584,17 +641,24 @@ impl Editor {
                     (_, _) => SaveMode::Insert,
                 };
                 self.message = Some(match self.mode {
-                    SaveMode::Merge => "save mode: merge (only changed properties; cannot remove any)".into(),
-                    SaveMode::Replace => "save mode: replace (the entity becomes exactly this form)".into(),
+                    SaveMode::Merge => {
+                        "save mode: merge (only changed properties; cannot remove any)".into()
+                    }
+                    SaveMode::Replace => {
+                        "save mode: replace (the entity becomes exactly this form)".into()
+                    }
                     SaveMode::Insert => "save mode: insert (fails if the keys exist)".into(),
-                    SaveMode::Upsert => "save mode: insert-or-replace (overwrites an existing entity)".into(),
+                    SaveMode::Upsert => {
+                        "save mode: insert-or-replace (overwrites an existing entity)".into()
+                    }
                 });
                 EditorAction::None
             }
             KeyCode::Char('F') if self.kind == EditorKind::Edit => {
                 if self.force {
                     self.force = false;
-                    self.message = Some("force off: saves are conditional on the ETag again".into());
+                    self.message =
+                        Some("force off: saves are conditional on the ETag again".into());
                 } else {
                     self.prompt = Some(Prompt::ConfirmForce(Input::default()));
                 }
@@ -616,12 +680,17 @@ impl Editor {
             (0, _) if self.keys_editable() => self.partition_key.clone(),
             (1, _) if self.keys_editable() => self.row_key.clone(),
             (0 | 1, _) => {
-                self.message = Some("keys of an existing entity cannot change (c clones it with new keys)".into());
+                self.message = Some(
+                    "keys of an existing entity cannot change (c clones it with new keys)".into(),
+                );
                 return;
             }
             (i, Field::Name) => self.rows[i - 2].name.clone(),
             (i, Field::Type) => {
-                let current = EdmType::ALL.iter().position(|t| *t == self.rows[i - 2].ty).unwrap_or(0);
+                let current = EdmType::ALL
+                    .iter()
+                    .position(|t| *t == self.rows[i - 2].ty)
+                    .unwrap_or(0);
                 self.prompt = Some(Prompt::TypePicker(current));
                 return;
             }
@@ -650,8 +719,10 @@ impl Editor {
         match prompt {
             Prompt::Editing(mut input) => {
                 // Alt-Enter or Ctrl-J adds a line break to a string value.
-                let newline = (key.code == KeyCode::Enter && key.modifiers.contains(KeyModifiers::ALT))
-                    || (key.code == KeyCode::Char('j') && key.modifiers.contains(KeyModifiers::CONTROL));
+                let newline = (key.code == KeyCode::Enter
+                    && key.modifiers.contains(KeyModifiers::ALT))
+                    || (key.code == KeyCode::Char('j')
+                        && key.modifiers.contains(KeyModifiers::CONTROL));
                 if newline && self.field == Field::Value && self.cursor >= 2 {
                     input.insert_newline();
                     self.prompt = Some(Prompt::Editing(input));
@@ -681,17 +752,31 @@ impl Editor {
             }
             Prompt::TypePicker(sel) => {
                 match key.code {
-                    KeyCode::Up | KeyCode::Char('k') => self.prompt = Some(Prompt::TypePicker(sel.saturating_sub(1))),
-                    KeyCode::Down | KeyCode::Char('j') => self.prompt = Some(Prompt::TypePicker((sel + 1).min(EdmType::ALL.len() - 1))),
+                    KeyCode::Up | KeyCode::Char('k') => {
+                        self.prompt = Some(Prompt::TypePicker(sel.saturating_sub(1)))
+                    }
+                    KeyCode::Down | KeyCode::Char('j') => {
+                        self.prompt =
+                            Some(Prompt::TypePicker((sel + 1).min(EdmType::ALL.len() - 1)))
+                    }
                     KeyCode::Enter => {
-                        if let Some(row) = self.cursor.checked_sub(2).and_then(|i| self.rows.get_mut(i)) {
+                        if let Some(row) = self
+                            .cursor
+                            .checked_sub(2)
+                            .and_then(|i| self.rows.get_mut(i))
+                        {
                             row.ty = EdmType::ALL[sel];
                             // Check the value under its new type right away.
                             if let Err(e) = EdmValue::parse_as(row.ty, &row.value) {
                                 self.message = Some(format!("{}: {e}", row.name));
                             }
                         }
-                        self.commit_edit(self.rows.get(self.cursor.wrapping_sub(2)).map(|r| r.value.clone()).unwrap_or_default());
+                        self.commit_edit(
+                            self.rows
+                                .get(self.cursor.wrapping_sub(2))
+                                .map(|r| r.value.clone())
+                                .unwrap_or_default(),
+                        );
                         self.field = Field::Value;
                     }
                     KeyCode::Esc => {}
@@ -705,7 +790,10 @@ impl Editor {
                     self.save()
                 }
                 KeyCode::Char('n') | KeyCode::Esc => {
-                    self.message = Some(format!("not saved: merge cannot remove {}", removed.join(", ")));
+                    self.message = Some(format!(
+                        "not saved: merge cannot remove {}",
+                        removed.join(", ")
+                    ));
                     EditorAction::None
                 }
                 _ => {
@@ -717,9 +805,12 @@ impl Editor {
                 match input.handle(key) {
                     InputResult::Submit if input.text() == "force" => {
                         self.force = true;
-                        self.message = Some("FORCE: the next save is unconditional (If-Match: *)".into());
+                        self.message =
+                            Some("FORCE: the next save is unconditional (If-Match: *)".into());
                     }
-                    InputResult::Submit | InputResult::Cancel => self.message = Some("force not enabled".into()),
+                    InputResult::Submit | InputResult::Cancel => {
+                        self.message = Some("force not enabled".into())
+                    }
                     _ => self.prompt = Some(Prompt::ConfirmForce(input)),
                 }
                 EditorAction::None
@@ -847,7 +938,10 @@ mod tests {
     fn loaded() -> Entity {
         let mut e = Entity::new("p", "r")
             .with("Amount", EdmValue::Int64(9_007_199_254_740_993))
-            .with("When", EdmValue::DateTime(DateTime::parse("2024-01-01T00:00:00.1234567Z").unwrap()))
+            .with(
+                "When",
+                EdmValue::DateTime(DateTime::parse("2024-01-01T00:00:00.1234567Z").unwrap()),
+            )
             .with("Note", EdmValue::String("x".into()));
         e.etag = Some("W/\"1\"".into());
         e
@@ -861,7 +955,9 @@ mod tests {
         ed.handle_key(&KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
         typed(&mut ed, "changed");
         ed.handle_key(&key(KeyCode::Enter));
-        let EditorAction::Save(WriteOp::Update(e, UpdateMode::Merge, Condition::IfMatch(etag))) = ed.handle_key(&key(KeyCode::Char('s'))) else {
+        let EditorAction::Save(WriteOp::Update(e, UpdateMode::Merge, Condition::IfMatch(etag))) =
+            ed.handle_key(&key(KeyCode::Char('s')))
+        else {
             panic!("expected a conditional merge")
         };
         assert_eq!(etag, "W/\"1\"");
@@ -875,12 +971,19 @@ mod tests {
         ed.cursor = 4;
         ed.handle_key(&key(KeyCode::Char('x')));
         assert_eq!(ed.handle_key(&key(KeyCode::Char('s'))), EditorAction::None);
-        assert!(matches!(ed.prompt, Some(Prompt::ConfirmReplace(ref r)) if r == &["Note".to_string()]));
-        let EditorAction::Save(WriteOp::Update(e, UpdateMode::Replace, Condition::IfMatch(_))) = ed.handle_key(&key(KeyCode::Char('y'))) else {
+        assert!(
+            matches!(ed.prompt, Some(Prompt::ConfirmReplace(ref r)) if r == &["Note".to_string()])
+        );
+        let EditorAction::Save(WriteOp::Update(e, UpdateMode::Replace, Condition::IfMatch(_))) =
+            ed.handle_key(&key(KeyCode::Char('y')))
+        else {
             panic!("expected a conditional replace")
         };
         assert_eq!(e.properties.len(), 2);
-        assert_eq!(e.get("Amount"), Some(&EdmValue::Int64(9_007_199_254_740_993)));
+        assert_eq!(
+            e.get("Amount"),
+            Some(&EdmValue::Int64(9_007_199_254_740_993))
+        );
     }
 
     #[test]
@@ -900,7 +1003,11 @@ mod tests {
         ed.handle_key(&key(KeyCode::Enter)); // Int32
         assert_eq!(ed.rows[0].ty, EdmType::Int32);
         assert_eq!(ed.handle_key(&key(KeyCode::Char('s'))), EditorAction::None);
-        assert!(ed.errors[0].1.contains("Int32") && ed.errors[0].1.contains("Int64"), "{:?}", ed.errors);
+        assert!(
+            ed.errors[0].1.contains("Int32") && ed.errors[0].1.contains("Int64"),
+            "{:?}",
+            ed.errors
+        );
     }
 
     #[test]
@@ -911,7 +1018,10 @@ mod tests {
         ed.handle_key(&key(KeyCode::Char('s')));
         assert!(ed.errors[0].1.contains("'/'"), "{:?}", ed.errors);
         ed.partition_key = "a".into();
-        assert!(matches!(ed.handle_key(&key(KeyCode::Char('s'))), EditorAction::Save(WriteOp::Insert(_))));
+        assert!(matches!(
+            ed.handle_key(&key(KeyCode::Char('s'))),
+            EditorAction::Save(WriteOp::Insert(_))
+        ));
     }
 
     #[test]
@@ -934,12 +1044,18 @@ mod tests {
         let mut server = loaded().with("Other", EdmValue::Boolean(true));
         server.etag = Some("W/\"2\"".into());
         ed.conflict(Some(server.clone()));
-        let Some(Prompt::Conflict(c)) = ed.prompt.clone() else { panic!() };
+        let Some(Prompt::Conflict(c)) = ed.prompt.clone() else {
+            panic!()
+        };
         assert_eq!(c.changed, ["Note"]);
-        let WriteOp::Update(e, UpdateMode::Merge, Condition::IfMatch(etag)) = c.reapply() else { panic!() };
+        let WriteOp::Update(e, UpdateMode::Merge, Condition::IfMatch(etag)) = c.reapply() else {
+            panic!()
+        };
         assert_eq!(etag, "W/\"2\"");
         assert_eq!(e.properties.len(), 1);
-        let WriteOp::Update(e, UpdateMode::Replace, Condition::IfMatch(_)) = c.overwrite() else { panic!() };
+        let WriteOp::Update(e, UpdateMode::Replace, Condition::IfMatch(_)) = c.overwrite() else {
+            panic!()
+        };
         assert!(e.get("Other").is_none());
         let deleted = Conflict { server: None, ..c };
         assert!(matches!(deleted.reapply(), WriteOp::Insert(_)));
@@ -952,7 +1068,9 @@ mod tests {
         assert!(raw.contains("\"Amount@odata.type\":\"Edm.Int64\""), "{raw}");
         ed.apply_raw(&raw).unwrap();
         assert_eq!(ed.rows, rows_of(&loaded()));
-        let err = ed.apply_raw("{\n  \"PartitionKey\": \"p\",\n  \"RowKey\": \"r\",\n  oops\n}").unwrap_err();
+        let err = ed
+            .apply_raw("{\n  \"PartitionKey\": \"p\",\n  \"RowKey\": \"r\",\n  oops\n}")
+            .unwrap_err();
         assert!(err.contains("line 4"), "{err}");
     }
 }

@@ -24,15 +24,32 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
         EditorKind::New => "New",
         EditorKind::Clone => "Clone",
     };
-    let mut heading = vec![Span::styled(format!(" {verb} {} ", ed.table), t.style(Slot::TitleFocused))];
+    let mut heading = vec![Span::styled(
+        format!(" {verb} {} ", ed.table),
+        t.style(Slot::TitleFocused),
+    )];
     if !ed.read_only {
-        heading.push(Span::styled(format!("· {} ", ed.mode.label()), t.style(Slot::Warning)));
+        heading.push(Span::styled(
+            format!("· {} ", ed.mode.label()),
+            t.style(Slot::Warning),
+        ));
     }
     if ed.force {
-        heading.push(Span::styled(" FORCE (If-Match: *) ", t.style(Slot::Error).add_modifier(Modifier::REVERSED)));
+        heading.push(Span::styled(
+            " FORCE (If-Match: *) ",
+            t.style(Slot::Error).add_modifier(Modifier::REVERSED),
+        ));
         heading.push(Span::raw(" "));
-    } else if let Some(etag) = ed.original.as_ref().and_then(|o| o.etag.as_ref()).filter(|_| ed.kind == EditorKind::Edit) {
-        heading.push(Span::styled(format!("· if-match {etag} "), t.style(Slot::Muted)));
+    } else if let Some(etag) = ed
+        .original
+        .as_ref()
+        .and_then(|o| o.etag.as_ref())
+        .filter(|_| ed.kind == EditorKind::Edit)
+    {
+        heading.push(Span::styled(
+            format!("· if-match {etag} "),
+            t.style(Slot::Muted),
+        ));
     }
     if ed.is_modified() && !ed.read_only {
         heading.push(Span::styled("● modified ", t.style(Slot::Modified)));
@@ -54,11 +71,17 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
     let mut lines: Vec<Line> = Vec::new();
     let mut cursor_line = 0;
     lines.push(Line::from(vec![
-        Span::styled(format!("  {:<NAME_W$} {:<TYPE_W$} ", "Property", "Type"), t.style(Slot::Header)),
+        Span::styled(
+            format!("  {:<NAME_W$} {:<TYPE_W$} ", "Property", "Type"),
+            t.style(Slot::Header),
+        ),
         Span::styled("Value", t.style(Slot::Header)),
     ]));
     let locked = !ed.keys_editable();
-    for (i, (name, value)) in [("PartitionKey", &ed.partition_key), ("RowKey", &ed.row_key)].into_iter().enumerate() {
+    for (i, (name, value)) in [("PartitionKey", &ed.partition_key), ("RowKey", &ed.row_key)]
+        .into_iter()
+        .enumerate()
+    {
         if ed.cursor == i {
             cursor_line = lines.len();
         }
@@ -66,7 +89,14 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
             Span::raw(if ed.cursor == i { "› " } else { "  " }),
             Span::styled(format!("{name:<NAME_W$} "), t.style(Slot::Key)),
             Span::styled(format!("{:<TYPE_W$} ", "String"), t.style(Slot::Muted)),
-            Span::styled(if value.is_empty() { "(required)".to_string() } else { value.clone() }, value_style(t, ed, i, Field::Value, Slot::Key)),
+            Span::styled(
+                if value.is_empty() {
+                    "(required)".to_string()
+                } else {
+                    value.clone()
+                },
+                value_style(t, ed, i, Field::Value, Slot::Key),
+            ),
         ];
         if locked {
             spans.push(Span::styled("  locked", t.style(Slot::Muted)));
@@ -74,10 +104,21 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
         lines.push(Line::from(spans));
         push_error(&mut lines, t, ed, i);
     }
-    if let Some(ts) = ed.original.as_ref().and_then(|o| o.timestamp).filter(|_| ed.kind == EditorKind::Edit) {
+    if let Some(ts) = ed
+        .original
+        .as_ref()
+        .and_then(|o| o.timestamp)
+        .filter(|_| ed.kind == EditorKind::Edit)
+    {
         lines.push(Line::from(vec![
-            Span::styled(format!("  {:<NAME_W$} {:<TYPE_W$} ", "Timestamp", "DateTime"), t.style(Slot::Muted)),
-            Span::styled(super::grid::datetime_text(ts, local_time), t.style(Slot::Muted)),
+            Span::styled(
+                format!("  {:<NAME_W$} {:<TYPE_W$} ", "Timestamp", "DateTime"),
+                t.style(Slot::Muted),
+            ),
+            Span::styled(
+                super::grid::datetime_text(ts, local_time),
+                t.style(Slot::Muted),
+            ),
             Span::styled("  server-maintained, never sent", t.style(Slot::Muted)),
         ]));
     }
@@ -86,7 +127,11 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
         if ed.cursor == line_no {
             cursor_line = lines.len();
         }
-        let marker = if ed.row_modified(i) && ed.kind == EditorKind::Edit { "●" } else { " " };
+        let marker = if ed.row_modified(i) && ed.kind == EditorKind::Edit {
+            "●"
+        } else {
+            " "
+        };
         let value_lines: Vec<&str> = row.value.split('\n').collect();
         let type_slot = type_slot(row.ty);
         for (k, part) in value_lines.iter().enumerate() {
@@ -95,10 +140,20 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
                 spans.push(Span::raw(if ed.cursor == line_no { "›" } else { " " }));
                 spans.push(Span::styled(marker, t.style(Slot::Modified)));
                 spans.push(Span::styled(
-                    format!("{:<NAME_W$} ", if row.name.is_empty() { "(name)" } else { &row.name }),
+                    format!(
+                        "{:<NAME_W$} ",
+                        if row.name.is_empty() {
+                            "(name)"
+                        } else {
+                            &row.name
+                        }
+                    ),
                     value_style(t, ed, line_no, Field::Name, Slot::Base),
                 ));
-                spans.push(Span::styled(format!("{:<TYPE_W$} ", row.ty.short_name()), value_style(t, ed, line_no, Field::Type, Slot::Muted)));
+                spans.push(Span::styled(
+                    format!("{:<TYPE_W$} ", row.ty.short_name()),
+                    value_style(t, ed, line_no, Field::Type, Slot::Muted),
+                ));
             } else {
                 spans.push(Span::raw(" ".repeat(2 + NAME_W + 1 + TYPE_W + 1)));
             }
@@ -107,17 +162,27 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
             } else {
                 part.to_string()
             };
-            spans.push(Span::styled(shown, value_style(t, ed, line_no, Field::Value, type_slot)));
+            spans.push(Span::styled(
+                shown,
+                value_style(t, ed, line_no, Field::Value, type_slot),
+            ));
             lines.push(Line::from(spans));
         }
         push_error(&mut lines, t, ed, line_no);
     }
     if !ed.read_only {
-        lines.push(Line::from(Span::styled("  + a adds a property", t.style(Slot::Muted))));
+        lines.push(Line::from(Span::styled(
+            "  + a adds a property",
+            t.style(Slot::Muted),
+        )));
     }
     if let Some(m) = &ed.message {
         lines.push(Line::from(""));
-        let slot = if ed.errors.is_empty() { Slot::Info } else { Slot::Error };
+        let slot = if ed.errors.is_empty() {
+            Slot::Info
+        } else {
+            Slot::Error
+        };
         lines.push(Line::from(Span::styled(m.clone(), t.style(slot))));
     }
     if ed.saving {
@@ -199,11 +264,20 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
 
 fn push_error<'a>(lines: &mut Vec<Line<'a>>, t: &Theme, ed: &Editor, line_no: usize) {
     if let Some(e) = ed.error_for(line_no) {
-        lines.push(Line::from(Span::styled(format!("    ↳ {e}"), t.style(Slot::Error))));
+        lines.push(Line::from(Span::styled(
+            format!("    ↳ {e}"),
+            t.style(Slot::Error),
+        )));
     }
 }
 
-fn value_style(t: &Theme, ed: &Editor, line: usize, field: Field, base: Slot) -> ratatui::style::Style {
+fn value_style(
+    t: &Theme,
+    ed: &Editor,
+    line: usize,
+    field: Field,
+    base: Slot,
+) -> ratatui::style::Style {
     let style = t.style(base);
     if ed.cursor == line && ed.field == field {
         style.patch(t.style(Slot::Selected))
@@ -229,7 +303,10 @@ fn popup_block<'a>(t: &Theme, title: &str) -> Block<'a> {
         .border_type(BorderType::Rounded)
         .border_style(t.style(Slot::PopupBorder))
         .style(t.style(Slot::Popup))
-        .title(Line::from(Span::styled(format!(" {title} "), t.style(Slot::TitleFocused))))
+        .title(Line::from(Span::styled(
+            format!(" {title} "),
+            t.style(Slot::TitleFocused),
+        )))
 }
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
@@ -259,7 +336,11 @@ fn confirm(frame: &mut Frame, t: &Theme, area: Rect, title: &str, text: &str) {
     let block = popup_block(t, title);
     let inner = block.inner(popup);
     frame.render_widget(block, popup);
-    frame.render_widget(Paragraph::new(Span::styled(text.to_string(), t.style(Slot::Warning))).wrap(Wrap { trim: true }), inner);
+    frame.render_widget(
+        Paragraph::new(Span::styled(text.to_string(), t.style(Slot::Warning)))
+            .wrap(Wrap { trim: true }),
+        inner,
+    );
 }
 
 fn text_of(e: Option<&Entity>, name: &str) -> (String, bool) {
@@ -280,9 +361,15 @@ fn short_value(v: &EdmValue) -> String {
 /// Loaded | yours | server now, one line per property, differences highlighted.
 fn draw_conflict(frame: &mut Frame, t: &Theme, ed: &Editor, c: &Conflict, area: Rect) {
     let title = if c.server.is_some() {
-        format!(" Conflict: {} · {} / {} changed since you loaded it (412) ", ed.table, c.mine.partition_key, c.mine.row_key)
+        format!(
+            " Conflict: {} · {} / {} changed since you loaded it (412) ",
+            ed.table, c.mine.partition_key, c.mine.row_key
+        )
     } else {
-        format!(" Conflict: {} · {} / {} was deleted since you loaded it (404) ", ed.table, c.mine.partition_key, c.mine.row_key)
+        format!(
+            " Conflict: {} · {} / {} was deleted since you loaded it (404) ",
+            ed.table, c.mine.partition_key, c.mine.row_key
+        )
     };
     let hints = if c.server.is_some() {
         " r re-apply your changes onto the server's version · o overwrite with yours (conditional on the new ETag) · d discard "
@@ -309,7 +396,14 @@ fn draw_conflict(frame: &mut Frame, t: &Theme, ed: &Editor, c: &Conflict, area: 
         Line::from(Span::styled("Property", t.style(Slot::Header))),
         Line::from(Span::styled("You loaded", t.style(Slot::Header))),
         Line::from(Span::styled("You changed", t.style(Slot::Header))),
-        Line::from(Span::styled(if c.server.is_some() { "Server now" } else { "Server now: deleted" }, t.style(Slot::Header))),
+        Line::from(Span::styled(
+            if c.server.is_some() {
+                "Server now"
+            } else {
+                "Server now: deleted"
+            },
+            t.style(Slot::Header),
+        )),
     ]];
     let etag = |e: Option<&Entity>| e.and_then(|e| e.etag.clone()).unwrap_or_else(|| "·".into());
     rows.push([
@@ -323,7 +417,8 @@ fn draw_conflict(frame: &mut Frame, t: &Theme, ed: &Editor, c: &Conflict, area: 
         let (mine, in_mine) = text_of(Some(&c.mine), &name);
         let (server, _) = text_of(c.server.as_ref(), &name);
         let mine_changed = c.changed.contains(&name) || c.removed.contains(&name);
-        let server_changed = c.loaded.as_ref().and_then(|l| l.get(&name)) != c.server.as_ref().and_then(|s| s.get(&name));
+        let server_changed = c.loaded.as_ref().and_then(|l| l.get(&name))
+            != c.server.as_ref().and_then(|s| s.get(&name));
         let mine_slot = if c.removed.contains(&name) {
             Slot::DiffRemoved
         } else if mine_changed {
@@ -331,11 +426,25 @@ fn draw_conflict(frame: &mut Frame, t: &Theme, ed: &Editor, c: &Conflict, area: 
         } else {
             Slot::Base
         };
-        let server_slot = if server_changed { Slot::Modified } else { Slot::Base };
+        let server_slot = if server_changed {
+            Slot::Modified
+        } else {
+            Slot::Base
+        };
         rows.push([
-            Line::from(Span::styled(name.clone(), t.style(if mine_changed || server_changed { Slot::Warning } else { Slot::Base }))),
+            Line::from(Span::styled(
+                name.clone(),
+                t.style(if mine_changed || server_changed {
+                    Slot::Warning
+                } else {
+                    Slot::Base
+                }),
+            )),
             Line::from(loaded),
-            Line::from(Span::styled(if in_mine { mine } else { "(removed)".into() }, t.style(mine_slot))),
+            Line::from(Span::styled(
+                if in_mine { mine } else { "(removed)".into() },
+                t.style(mine_slot),
+            )),
             Line::from(Span::styled(server, t.style(server_slot))),
         ]);
     }

@@ -642,7 +642,11 @@ fn input_line(
 ) {
     let prefix_w = prefix.chars().count() as u16;
     let visible = area.width.saturating_sub(prefix_w + 1) as usize;
-    let chars: Vec<char> = input.text().chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
+    let chars: Vec<char> = input
+        .text()
+        .chars()
+        .map(|c| if c == '\n' { '⏎' } else { c })
+        .collect();
     let start = input.cursor().saturating_sub(visible);
     let shown: String = chars.iter().skip(start).take(visible).collect();
     if active {
