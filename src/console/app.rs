@@ -9,6 +9,7 @@ use crossterm::event::{
 };
 use ratatui::layout::Rect;
 
+use super::editor::{Editor, EditorAction, WriteOp};
 use super::event::{Command, Event, JobId, JobOutput};
 use super::grid::Grid;
 use super::input::{Input, InputResult};
@@ -69,6 +70,24 @@ pub enum Pane {
     Tables,
     Grid,
     Entity,
+    Editor,
+}
+
+/// What an awaited job's result is for (beyond table lists and grid pages).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pending {
+    /// The editor's save.
+    Save(WriteOp),
+    /// The server's current version after a 412/404, for the conflict view.
+    ConflictFetch,
+    /// Open this entity in the editor once read (a 409 on insert: "open the existing one").
+    OpenForEdit,
+    /// Raw mode in `$EDITOR`.
+    ExternalEdit,
+    /// One of the deletes of a confirmed delete action.
+    Delete(String, String),
+    /// The entity as the server has it after a save (the editor shows exactly that).
+    Refetch,
 }
 
 /// A dialog or input line drawn over the panes; it gets keys first.
@@ -102,6 +121,10 @@ pub enum Overlay {
         source: usize,
         table: String,
         typed: Input,
+    },
+    /// Deleting entities: asked once per action; each delete is conditional on its ETag.
+    DeleteEntities {
+        keys: Vec<(String, String, Option<String>)>,
     },
 }
 
@@ -202,6 +225,8 @@ pub struct App {
     pending_table_ops: Vec<(JobId, usize)>,
     /// `q` was pressed once while jobs ran; a second `q` quits.
     quit_armed: bool,
+    pub editor: Option<Editor>,
+    pending: std::collections::HashMap<JobId, Pending>,
 }
 
 pub struct AppOptions {
@@ -251,6 +276,8 @@ impl App {
             next_job: 1,
             pending_table_ops: Vec::new(),
             quit_armed: false,
+            editor: None,
+            pending: std::collections::HashMap::new(),
         };
         // The first source opens at start so the user sees tables at once.
         if !app.sources.is_empty() {
@@ -359,6 +386,7 @@ impl App {
             } => Some(if *field == 0 { filter } else { select }),
             Overlay::CreateTable { name, .. } => Some(name),
             Overlay::DeleteTable { typed, .. } => Some(typed),
+            Overlay::DeleteEntities { .. } => None,
             Overlay::Help { .. } => None,
         }
     }
@@ -374,6 +402,14 @@ impl App {
         if self.overlay.is_some() {
             self.on_overlay_key(key);
             return;
+        }
+        if self.focus == Pane::Editor {
+            if let Some(mut ed) = self.editor.take() {
+                let action = ed.handle_key(&key);
+                self.editor = Some(ed);
+                self.on_editor_action(action);
+                return;
+            }
         }
         let Some(action) = self.keymap.action(&key) else {
             return;
@@ -427,6 +463,7 @@ impl App {
                 Pane::Tables => self.tables_action(action),
                 Pane::Grid => self.grid_action(action),
                 Pane::Entity => self.entity_action(action),
+                Pane::Editor => {}
             },
         }
     }
@@ -438,6 +475,9 @@ impl App {
         }
         if self.entity.entity.is_some() {
             panes.push(Pane::Entity);
+        }
+        if self.editor.is_some() {
+            panes.push(Pane::Editor);
         }
         let i = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as i32;
         let n = panes.len() as i32;
@@ -715,7 +755,9 @@ impl App {
             Action::Top => grid.cursor = 0,
             Action::Bottom => grid.cursor = grid.visible_len().saturating_sub(1),
             Action::Left => grid.column = grid.column.saturating_sub(1),
-            Action::Right => grid.column = (grid.column + 1).min(grid.columns.len().saturating_sub(1)),
+            Action::Right => {
+                grid.column = (grid.column + 1).min(grid.columns.len().saturating_sub(1))
+            }
             Action::ColumnWider => grid.resize_column(4),
             Action::ColumnNarrower => grid.resize_column(-4),
             Action::NextPage => {
@@ -763,7 +805,13 @@ impl App {
             Action::FilterBar => {
                 self.overlay = Some(Overlay::FilterBar {
                     filter: Input::new(grid.spec.filter.clone().unwrap_or_default()),
-                    select: Input::new(grid.spec.select.as_ref().map(|s| s.join(",")).unwrap_or_default()),
+                    select: Input::new(
+                        grid.spec
+                            .select
+                            .as_ref()
+                            .map(|s| s.join(","))
+                            .unwrap_or_default(),
+                    ),
                     field: 0,
                     error: None,
                 })
@@ -802,8 +850,56 @@ impl App {
                 }
                 None => self.info("no continuation token: this is the last page"),
             },
-            Action::Edit | Action::Insert | Action::Clone | Action::Delete => {
-                self.info("entity editing arrives with the entity editor; use the CLI's replace/merge/delete meanwhile")
+            Action::Edit => {
+                if let Some(e) = grid.selected_entity().cloned() {
+                    let (si, table) = (grid.source, grid.table.clone());
+                    self.open_editor(Editor::edit(si, &table, &e, self.source_read_only(si)));
+                }
+            }
+            Action::Clone => {
+                if let Some(e) = grid.selected_entity().cloned() {
+                    let (si, table) = (grid.source, grid.table.clone());
+                    self.open_editor(Editor::clone_of(si, &table, &e, self.source_read_only(si)));
+                }
+            }
+            Action::Insert => {
+                // A filter pinned to one partition, else the selected row's, is the likely key.
+                let pk = grid
+                    .spec
+                    .filter
+                    .as_deref()
+                    .and_then(|f| filter::parse(f).ok())
+                    .and_then(|e| filter::single_partition(&e).map(str::to_string))
+                    .or_else(|| grid.selected_entity().map(|e| e.partition_key.clone()))
+                    .unwrap_or_default();
+                let (si, table) = (grid.source, grid.table.clone());
+                self.open_editor(Editor::new_entity(
+                    si,
+                    &table,
+                    &pk,
+                    self.source_read_only(si),
+                ));
+            }
+            Action::Delete => {
+                let si = grid.source;
+                let mut keys: Vec<(String, String, Option<String>)> = grid
+                    .marked_entities()
+                    .iter()
+                    .map(|e| (e.partition_key.clone(), e.row_key.clone(), e.etag.clone()))
+                    .collect();
+                if keys.is_empty() {
+                    if let Some(e) = grid.selected_entity() {
+                        keys.push((e.partition_key.clone(), e.row_key.clone(), e.etag.clone()));
+                    }
+                }
+                if self.source_read_only(si) {
+                    self.error(format!(
+                        "{} is read-only: entities cannot be deleted",
+                        self.sources[si].name
+                    ));
+                } else if !keys.is_empty() {
+                    self.overlay = Some(Overlay::DeleteEntities { keys });
+                }
             }
             _ => {}
         }
@@ -811,6 +907,13 @@ impl App {
 
     fn entity_action(&mut self, action: Action) {
         match action {
+            Action::Edit => {
+                if let (Some(e), Some(g)) = (self.entity.entity.clone(), self.grid.as_ref()) {
+                    let si = g.source;
+                    let table = self.entity.table.clone();
+                    self.open_editor(Editor::edit(si, &table, &e, self.source_read_only(si)));
+                }
+            }
             Action::Back => self.focus = Pane::Grid,
             Action::Up => self.entity.scroll = self.entity.scroll.saturating_sub(1),
             Action::Down => self.entity.scroll += 1,
@@ -967,6 +1070,15 @@ impl App {
                     true
                 }
             },
+            Overlay::DeleteEntities { keys } => {
+                if matches!(key.code, KeyCode::Char('y') | KeyCode::Enter) {
+                    let keys = std::mem::take(keys);
+                    self.delete_entities(keys);
+                } else {
+                    self.info("nothing deleted");
+                }
+                false
+            }
             Overlay::DeleteTable {
                 source,
                 table,
@@ -1030,6 +1142,242 @@ impl App {
         self.pending_table_ops.push((job, si));
         self.commands
             .push(Command::DeleteTable { job, client, name });
+    }
+
+    fn open_editor(&mut self, editor: Editor) {
+        self.editor = Some(editor);
+        self.focus = Pane::Editor;
+    }
+
+    fn grid_client(&self) -> Option<(TableClient, String)> {
+        let g = self.grid.as_ref()?;
+        Some((g.client.clone(), self.sources.get(g.source)?.name.clone()))
+    }
+
+    fn send_write(&mut self, table: String, op: WriteOp, pending: Pending) {
+        let Some((client, profile)) = self.grid_client() else {
+            self.error("no table open");
+            return;
+        };
+        let job = self.job();
+        self.pending.insert(job, pending);
+        self.commands.push(Command::Write {
+            job,
+            client,
+            profile,
+            table,
+            op,
+        });
+    }
+
+    fn delete_entities(&mut self, keys: Vec<(String, String, Option<String>)>) {
+        let Some(table) = self.grid.as_ref().map(|g| g.table.clone()) else {
+            return;
+        };
+        let n = keys.len();
+        for (pk, rk, etag) in keys {
+            let condition = match etag {
+                Some(t) => crate::azure::Condition::IfMatch(t),
+                None => {
+                    self.error(format!(
+                        "{pk} / {rk} has no ETag (select it again after a refresh)"
+                    ));
+                    continue;
+                }
+            };
+            let op = WriteOp::Delete {
+                partition_key: pk.clone(),
+                row_key: rk.clone(),
+                condition,
+            };
+            self.send_write(table.clone(), op, Pending::Delete(pk, rk));
+        }
+        self.info(format!(
+            "deleting {n} entit{}…",
+            if n == 1 { "y" } else { "ies" }
+        ));
+    }
+
+    fn on_editor_action(&mut self, action: EditorAction) {
+        match action {
+            EditorAction::None => {}
+            EditorAction::Close => {
+                self.editor = None;
+                self.focus = if self.grid.is_some() {
+                    Pane::Grid
+                } else {
+                    Pane::Tables
+                };
+            }
+            EditorAction::Save(op) => {
+                let Some(table) = self.editor.as_ref().map(|e| e.table.clone()) else {
+                    return;
+                };
+                self.send_write(table, op.clone(), Pending::Save(op));
+            }
+            EditorAction::OpenExisting {
+                partition_key,
+                row_key,
+            } => {
+                let Some((client, _)) = self.grid_client() else {
+                    return;
+                };
+                let Some(table) = self.editor.as_ref().map(|e| e.table.clone()) else {
+                    return;
+                };
+                let job = self.job();
+                self.pending.insert(job, Pending::OpenForEdit);
+                self.commands.push(Command::GetEntity {
+                    job,
+                    client,
+                    table,
+                    partition_key,
+                    row_key,
+                });
+            }
+            EditorAction::ExternalEdit(text) => {
+                let job = self.job();
+                self.pending.insert(job, Pending::ExternalEdit);
+                self.commands.push(Command::ExternalEdit { job, text });
+            }
+        }
+    }
+
+    /// Results of writes, conflict fetches and `$EDITOR` sessions.
+    fn on_pending(&mut self, pending: Pending, output: JobOutput) {
+        match (pending, output) {
+            (Pending::Save(op), JobOutput::Written(Ok(done))) => {
+                let note = done.note.clone();
+                if let Some(ed) = self.editor.as_mut() {
+                    // The saved entity as it now stands: the form (merge: onto what was loaded).
+                    let full = match ed.build() {
+                        Ok(e) => e,
+                        Err(_) => match &op {
+                            WriteOp::Insert(e) | WriteOp::Update(e, ..) | WriteOp::Upsert(e, _) => {
+                                e.clone()
+                            }
+                            WriteOp::Delete { .. } => crate::azure::Entity::default(),
+                        },
+                    };
+                    ed.saved(done.etag.clone(), full);
+                }
+                self.success(match note {
+                    Some(n) => format!("saved: {} ({n})", op.describe()),
+                    None => format!("saved: {}", op.describe()),
+                });
+                let (pk, rk) = op.keys();
+                let (pk, rk) = (pk.to_string(), rk.to_string());
+                if let (Some((client, _)), Some(table)) = (
+                    self.grid_client(),
+                    self.editor.as_ref().map(|e| e.table.clone()),
+                ) {
+                    let job = self.job();
+                    self.pending.insert(job, Pending::Refetch);
+                    self.commands.push(Command::GetEntity {
+                        job,
+                        client,
+                        table,
+                        partition_key: pk,
+                        row_key: rk,
+                    });
+                }
+                self.refresh_grid_quietly();
+            }
+            (Pending::Save(op), JobOutput::Written(Err(f))) if f.is_conflict() => {
+                // Fetch the server's version to show the three-way view.
+                let (pk, rk) = op.keys();
+                let (pk, rk) = (pk.to_string(), rk.to_string());
+                if let (Some((client, _)), Some(table)) = (
+                    self.grid_client(),
+                    self.editor.as_ref().map(|e| e.table.clone()),
+                ) {
+                    let job = self.job();
+                    self.pending.insert(job, Pending::ConflictFetch);
+                    self.commands.push(Command::GetEntity {
+                        job,
+                        client,
+                        table,
+                        partition_key: pk,
+                        row_key: rk,
+                    });
+                }
+                self.message = Some(Message {
+                    text: if f.status == Some(404) {
+                        "not saved: the entity was deleted since you loaded it".into()
+                    } else {
+                        "not saved: someone changed the entity since you loaded it (412)".into()
+                    },
+                    level: Level::Warning,
+                });
+            }
+            (Pending::Save(_), JobOutput::Written(Err(f))) => {
+                let exists = f.status == Some(409);
+                if let Some(ed) = self.editor.as_mut() {
+                    ed.failed(f.message.clone(), exists);
+                }
+                self.error(f.message);
+            }
+            (Pending::ConflictFetch, JobOutput::Entity(result)) => {
+                let server = match result {
+                    Ok(e) => Some(e),
+                    Err(_) => None,
+                };
+                if let Some(ed) = self.editor.as_mut() {
+                    ed.conflict(server);
+                }
+            }
+            (Pending::OpenForEdit, JobOutput::Entity(Ok(e))) => {
+                if let Some(ed) = self.editor.take() {
+                    let read_only = self.source_read_only(ed.source);
+                    self.open_editor(Editor::edit(ed.source, &ed.table, &e, read_only));
+                }
+            }
+            (Pending::OpenForEdit, JobOutput::Entity(Err(e))) => self.error(e),
+            (Pending::Refetch, JobOutput::Entity(Ok(e))) => {
+                if let Some(ed) = self
+                    .editor
+                    .as_mut()
+                    .filter(|ed| !ed.saving && !ed.is_modified_since_save())
+                {
+                    let etag = e.etag.clone();
+                    ed.saved(etag, e);
+                }
+            }
+            (Pending::ExternalEdit, JobOutput::Edited(Ok(text))) => {
+                if let Some(ed) = self.editor.as_mut() {
+                    if let Err(e) = ed.apply_raw(&text) {
+                        ed.message = Some(format!("not applied: {e}"));
+                        ed.errors = vec![(0, e)];
+                    }
+                }
+            }
+            (Pending::ExternalEdit, JobOutput::Edited(Err(e))) => self.error(e),
+            (Pending::Delete(pk, rk), JobOutput::Written(result)) => match result {
+                Ok(_) => {
+                    if let Some(g) = self.grid.as_mut() {
+                        g.marked.remove(&(pk.clone(), rk.clone()));
+                    }
+                    self.success(format!("deleted {pk} / {rk}"));
+                    self.refresh_grid_quietly();
+                }
+                Err(f) if f.status == Some(412) => self.error(format!(
+                    "{pk} / {rk} was not deleted: it changed since it was loaded (412); r reloads"
+                )),
+                Err(f) => self.error(format!("{pk} / {rk}: {}", f.message)),
+            },
+            _ => {}
+        }
+    }
+
+    /// Reloads the grid's current page after a write, keeping the cursor.
+    fn refresh_grid_quietly(&mut self) {
+        if self
+            .grid
+            .as_ref()
+            .is_some_and(|g| g.loading.is_none() && g.loaded_once)
+        {
+            self.query_grid(GridMove::Reload);
+        }
     }
 
     /// `:` commands.
@@ -1198,6 +1546,10 @@ impl App {
                 }
                 _ => {}
             }
+            return;
+        }
+        if let Some(p) = self.pending.remove(&id) {
+            self.on_pending(p, output);
             return;
         }
         if let Some(pos) = self.pending_table_ops.iter().position(|(j, _)| *j == id) {

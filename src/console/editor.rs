@@ -310,6 +310,11 @@ impl Editor {
         }
     }
 
+    /// Whether the user typed anything since the last save (then a refetch must not clobber it).
+    pub fn is_modified_since_save(&self) -> bool {
+        self.kind == EditorKind::Edit && self.is_modified()
+    }
+
     /// Whether a row differs from the loaded property of the same name.
     pub fn row_modified(&self, i: usize) -> bool {
         let Some(row) = self.rows.get(i) else {

@@ -3,6 +3,7 @@
 
 use crossterm::event::{KeyEvent, MouseEvent};
 
+use super::editor::WriteOp;
 use crate::azure::{Continuation, Entity, EntityPage, QuerySpec, TableClient, TablePage};
 
 /// Identifies one background job; a result whose id is no longer awaited is dropped.
@@ -33,7 +34,33 @@ pub enum JobOutput {
     Scanned(u32),
     Entity(Result<Entity, String>),
     Done(Result<String, String>),
+    /// A write (editor save, delete, undo) finished.
+    Written(Result<WriteDone, WriteFailure>),
+    /// Text back from `$EDITOR`.
+    Edited(Result<String, String>),
     Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteDone {
+    pub etag: Option<String>,
+    /// "probably applied by an earlier attempt", and the like.
+    pub note: Option<String>,
+    /// The journal entry of the write.
+    pub journal_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteFailure {
+    pub status: Option<u16>,
+    pub code: Option<String>,
+    pub message: String,
+}
+
+impl WriteFailure {
+    pub fn is_conflict(&self) -> bool {
+        matches!(self.status, Some(412) | Some(404))
+    }
 }
 
 /// Work the run loop performs for the app.
@@ -67,6 +94,19 @@ pub enum Command {
         job: JobId,
         client: TableClient,
         name: String,
+    },
+    /// A write through the journal.
+    Write {
+        job: JobId,
+        client: TableClient,
+        profile: String,
+        table: String,
+        op: WriteOp,
+    },
+    /// Suspend the console and edit text in `$EDITOR`.
+    ExternalEdit {
+        job: JobId,
+        text: String,
     },
     Cancel(JobId),
     /// Put text on the clipboard through OSC 52 (works over SSH).

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::event::{Command, Event, JobId, JobOutput};
+use super::editor::WriteOp;
+use super::event::{Command, Event, JobId, JobOutput, WriteDone, WriteFailure};
+use crate::azure::{TableClient, TableError};
 
 /// Empty pages followed in a row before the job reports progress and keeps going.
 const MAX_EMPTY_PAGES: u32 = 10_000;
@@ -53,7 +55,19 @@ impl Jobs {
                 }
                 return;
             }
-            Command::Copy(_) => return,
+            Command::Copy(_) | Command::ExternalEdit { .. } => return,
+            Command::Write {
+                job,
+                client,
+                profile,
+                table,
+                op,
+            } => (
+                job,
+                Box::pin(
+                    async move { JobOutput::Written(write(&client, &profile, &table, op).await) },
+                ),
+            ),
             Command::ListTables { job, client, next } => (
                 job,
                 Box::pin(async move {
@@ -153,5 +167,43 @@ impl Jobs {
             };
             let _ = tx.send(Event::Job(id, output));
         });
+    }
+}
+
+/// Sends one write and describes the outcome for the app.
+pub async fn write(
+    client: &TableClient,
+    _profile: &str,
+    table: &str,
+    op: WriteOp,
+) -> Result<WriteDone, WriteFailure> {
+    let result = match op {
+        WriteOp::Insert(e) => client.insert(table, &e).await,
+        WriteOp::Update(e, mode, cond) => client.update(table, &e, mode, &cond).await,
+        WriteOp::Upsert(e, mode) => client.upsert(table, &e, mode).await,
+        WriteOp::Delete {
+            partition_key,
+            row_key,
+            condition,
+        } => {
+            client
+                .delete_entity(table, &partition_key, &row_key, &condition)
+                .await
+        }
+    };
+    result
+        .map(|o| WriteDone {
+            etag: o.etag.clone(),
+            note: o.note().map(str::to_string),
+            journal_id: None,
+        })
+        .map_err(|e| failure(&e))
+}
+
+pub fn failure(e: &TableError) -> WriteFailure {
+    WriteFailure {
+        status: e.status(),
+        code: e.code().map(str::to_string),
+        message: e.to_string(),
     }
 }

@@ -37,6 +37,17 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
                 Command::Copy(text) => {
                     let _ = terminal::copy_osc52(&text);
                 }
+                Command::ExternalEdit { job, text } => {
+                    // The editor needs the terminal and stdin: stop reading input and leave
+                    // the console's mode until it returns.
+                    drop(input);
+                    let result = terminal::edit_externally(&text);
+                    input = EventStream::new();
+                    // A full repaint without `clear()`, which would query the cursor position.
+                    let area = terminal.size()?;
+                    terminal.resize(ratatui::layout::Rect::new(0, 0, area.width, area.height))?;
+                    app.update(Event::Job(job, super::event::JobOutput::Edited(result)));
+                }
                 other => jobs.spawn(other),
             }
         }

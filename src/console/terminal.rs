@@ -84,3 +84,52 @@ pub fn copy_osc52(text: &str) -> io::Result<()> {
     write!(out, "\x1b]52;c;{encoded}\x07")?;
     out.flush()
 }
+
+/// Leaves the console's mode, runs `$VISUAL`/`$EDITOR` (else `vi`) on a temporary file holding
+/// `text`, re-enters, and returns the edited text.
+pub fn edit_externally(text: &str) -> Result<String, String> {
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!(
+        "tabletop-edit-{}-{}.json",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    let editor = std::env::var("VISUAL")
+        .ok()
+        .or_else(|| std::env::var("EDITOR").ok())
+        .filter(|e| !e.trim().is_empty())
+        .unwrap_or_else(|| "vi".into());
+    let was_active = ACTIVE.load(Ordering::SeqCst);
+    restore();
+    // The editor command may carry arguments ("code --wait"): let the shell split it.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("tabletop-editor")
+        .arg(&path)
+        .status();
+    if was_active {
+        let _ = reenter();
+    }
+    let result = match status {
+        Ok(s) if s.success() => std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display())),
+        Ok(s) => Err(format!("{editor} exited with {s}; nothing applied")),
+        Err(e) => Err(format!("cannot run {editor}: {e}")),
+    };
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+fn reenter() -> io::Result<()> {
+    terminal::enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(
+        io::stdout(),
+        EnterAlternateScreen,
+        EnableMouseCapture,
+        EnableBracketedPaste,
+        cursor::Hide
+    )
+}

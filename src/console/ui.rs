@@ -26,8 +26,11 @@ pub fn draw(frame: &mut Frame, app: &App) -> Areas {
         Layout::horizontal([Constraint::Length(tables_width), Constraint::Min(10)]).areas(body);
 
     draw_tables(frame, app, tables);
-    match app.focus {
-        Pane::Entity => draw_entity(frame, app, main),
+    match (app.focus, &app.editor) {
+        (Pane::Entity, _) => draw_entity(frame, app, main),
+        (Pane::Editor, Some(ed)) => {
+            super::editor_view::draw(frame, &app.theme, ed, main, app.local_time)
+        }
         _ => draw_grid(frame, app, main),
     }
     draw_status(frame, app, status);
@@ -803,6 +806,24 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
             frame.render_widget(
                 Paragraph::new(Span::styled(hint, style)).wrap(Wrap { trim: true }),
                 rows[2],
+            );
+        }
+        Overlay::DeleteEntities { keys } => {
+            let area = centered(frame.area(), 64, 7);
+            frame.render_widget(Clear, area);
+            let heading = if keys.len() == 1 {
+                format!("Delete {} / {}?", keys[0].0, keys[0].1)
+            } else {
+                format!("Delete {} marked entities?", keys.len())
+            };
+            let block = popup(t, &heading);
+            let inner = block.inner(area);
+            frame.render_widget(block, area);
+            let text = "Each delete is conditional on the ETag you loaded (a changed entity is kept). It is journaled and can be undone with :undo.   y deletes · any other key cancels";
+            frame.render_widget(
+                Paragraph::new(Span::styled(text, t.style(Slot::Warning)))
+                    .wrap(Wrap { trim: true }),
+                inner,
             );
         }
         Overlay::DeleteTable {
