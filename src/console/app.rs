@@ -1318,10 +1318,7 @@ impl App {
                 self.error(f.message);
             }
             (Pending::ConflictFetch, JobOutput::Entity(result)) => {
-                let server = match result {
-                    Ok(e) => Some(e),
-                    Err(_) => None,
-                };
+                let server = result.ok();
                 if let Some(ed) = self.editor.as_mut() {
                     ed.conflict(server);
                 }

@@ -205,7 +205,7 @@ pub enum Prompt {
     /// Type `force` to write unconditionally.
     ConfirmForce(Input),
     ConfirmDiscard,
-    Conflict(Conflict),
+    Conflict(Box<Conflict>),
     /// The insert met an existing entity.
     Exists,
 }
@@ -476,13 +476,13 @@ impl Editor {
             Err(_) => return,
         };
         let (changed, removed) = self.changes(&mine);
-        self.prompt = Some(Prompt::Conflict(Conflict {
+        self.prompt = Some(Prompt::Conflict(Box::new(Conflict {
             loaded: self.original.clone(),
             mine,
             server,
             changed,
             removed,
-        }));
+        })));
     }
 
     /// A successful save: the form now reflects the saved entity.
@@ -1062,7 +1062,7 @@ mod tests {
             panic!()
         };
         assert!(e.get("Other").is_none());
-        let deleted = Conflict { server: None, ..c };
+        let deleted = Conflict { server: None, ..*c };
         assert!(matches!(deleted.reapply(), WriteOp::Insert(_)));
     }
 
