@@ -6,5 +6,6 @@ mod support;
 mod cli;
 mod client_ops;
 mod common;
+mod console_pty;
 mod faults;
 mod harness_smoke;
