@@ -356,6 +356,10 @@ impl Grid {
             format!("page {}", self.first_page + 1)
         };
         if self.rows.is_empty() {
+            // Before the first answer nothing is known yet, not even that the page is empty.
+            if !self.loaded_once {
+                return pages;
+            }
             return format!("{pages} · no rows");
         }
         format!(

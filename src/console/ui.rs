@@ -167,7 +167,7 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
         let block = pane_block(t, title(t, "Entities", focused), focused);
         let inner = block.inner(area);
         frame.render_widget(block, area);
-        let text = vec![
+        let mut text = vec![
             Line::from(""),
             Line::from(Span::styled("No table open.", t.style(Slot::Muted))),
             Line::from(Span::styled(
@@ -179,6 +179,16 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
                 t.style(Slot::Muted),
             )),
         ];
+        // The tree has room for a few characters of a source's problem; here it is whole.
+        if let Some(s) = app.current_source().and_then(|si| app.sources.get(si)) {
+            if let Some(problem) = s.client.as_ref().err().or(s.error.as_ref()) {
+                text.push(Line::from(""));
+                text.push(Line::from(Span::styled(
+                    format!("✗ {}: {problem}", s.name),
+                    t.style(Slot::Error),
+                )));
+            }
+        }
         frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), inner);
         return;
     };
@@ -289,16 +299,19 @@ fn draw_grid(frame: &mut Frame, app: &App, area: Rect) {
     for v in scroll..(scroll + height).min(len) {
         let Some(ri) = g.row_at(v) else { break };
         let e = &g.rows[ri];
+        let marked = g.is_marked(e);
         let mut spans = Vec::with_capacity(cols.len() * 2);
         for &(ci, w) in &cols {
             let (text, kind) = grid::cell_text(e, &g.columns[ci].name, app.local_time);
-            spans.push(Span::styled(fit(&text, w), cell_style(t, kind)));
+            // The mark goes on every cell: a row-level style would lose to the cells' colours.
+            let mut style = cell_style(t, kind);
+            if marked {
+                style = style.patch(t.style(Slot::Marked));
+            }
+            spans.push(Span::styled(fit(&text, w), style));
             spans.push(Span::raw(" "));
         }
         let mut line = Line::from(spans);
-        if g.is_marked(e) {
-            line = line.style(t.style(Slot::Marked));
-        }
         if v == cursor {
             line = line.style(t.style(if focused {
                 Slot::Selected
@@ -454,30 +467,47 @@ fn draw_entity(frame: &mut Frame, app: &App, area: Rect) {
         .min(32);
     let mut lines: Vec<Line> = Vec::new();
     let label = |s: &str| Span::styled(format!("{s:<name_w$}  "), t.style(Slot::Header));
-    lines.push(Line::from(vec![
-        label("ETag"),
-        Span::styled(
-            e.etag.clone().unwrap_or_else(|| "—".into()),
-            t.style(Slot::Muted),
-        ),
-    ]));
-    lines.push(Line::from(vec![
-        label("Timestamp"),
-        Span::styled(
-            e.timestamp
-                .map(|d| grid::datetime_text(d, app.local_time))
-                .unwrap_or_else(|| "—".into()),
-            t.style(Slot::TypeDateTime),
-        ),
-    ]));
-    lines.push(Line::from(vec![
-        label("PartitionKey"),
-        Span::styled(e.partition_key.clone(), t.style(Slot::Key)),
-    ]));
-    lines.push(Line::from(vec![
-        label("RowKey"),
-        Span::styled(e.row_key.clone(), t.style(Slot::Key)),
-    ]));
+    // Values wrap at their own column (a hanging indent), not back under the names.
+    let width = inner.width as usize;
+    let field = |lines: &mut Vec<Line<'static>>, lead: Vec<Span<'static>>, text: &str, style| {
+        let indent: usize = lead.iter().map(Span::width).sum();
+        let mut lead = Some(lead);
+        for part in text.split('\n') {
+            for chunk in wrap_at(part, width.saturating_sub(indent).max(8)) {
+                let mut spans = lead
+                    .take()
+                    .unwrap_or_else(|| vec![Span::raw(" ".repeat(indent))]);
+                spans.push(Span::styled(chunk, style));
+                lines.push(Line::from(spans));
+            }
+        }
+    };
+    field(
+        &mut lines,
+        vec![label("ETag")],
+        e.etag.as_deref().unwrap_or("—"),
+        t.style(Slot::Muted),
+    );
+    field(
+        &mut lines,
+        vec![label("Timestamp")],
+        &e.timestamp
+            .map(|d| grid::datetime_text(d, app.local_time))
+            .unwrap_or_else(|| "—".into()),
+        t.style(Slot::TypeDateTime),
+    );
+    field(
+        &mut lines,
+        vec![label("PartitionKey")],
+        &e.partition_key,
+        t.style(Slot::Key),
+    );
+    field(
+        &mut lines,
+        vec![label("RowKey")],
+        &e.row_key,
+        t.style(Slot::Key),
+    );
     lines.push(Line::from(Span::styled(
         format!("{} properties", e.properties.len()),
         t.style(Slot::Muted),
@@ -498,24 +528,12 @@ fn draw_entity(frame: &mut Frame, app: &App, area: Rect) {
             }
             v => v.to_text(),
         };
-        for (i, part) in text.split('\n').enumerate() {
-            let name = if i == 0 {
-                label(&p.name)
-            } else {
-                Span::raw(" ".repeat(name_w + 2))
-            };
-            let ty = if i == 0 {
-                type_span.clone()
-            } else {
-                Span::raw(" ".repeat(9))
-            };
-            lines.push(Line::from(vec![
-                name,
-                ty,
-                Span::raw(" "),
-                Span::styled(part.to_string(), value_style),
-            ]));
-        }
+        field(
+            &mut lines,
+            vec![label(&p.name), type_span, Span::raw(" ")],
+            &text,
+            value_style,
+        );
     }
     if let Some(err) = &view.error {
         lines.push(Line::from(Span::styled(
@@ -530,6 +548,24 @@ fn draw_entity(frame: &mut Frame, app: &App, area: Rect) {
             .wrap(Wrap { trim: false }),
         inner,
     );
+}
+
+/// Cuts text into pieces at most `width` columns wide (wide characters count twice).
+fn wrap_at(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut piece = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = Span::raw(c.to_string()).width();
+        if used + w > width && !piece.is_empty() {
+            out.push(std::mem::take(&mut piece));
+            used = 0;
+        }
+        piece.push(c);
+        used += w;
+    }
+    out.push(piece);
+    out
 }
 
 fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
@@ -727,12 +763,19 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
             field,
             error,
         } => {
-            let height = if error.is_some() { 6 } else { 5 };
+            let width = main.width.saturating_sub(2);
+            // Borders and three rows, plus the whole error (a parse error names the column).
+            let error_rows = error.as_ref().map_or(0, |e| {
+                let text_w = width.saturating_sub(2).max(1) as usize;
+                let rows = Span::raw(e.as_str()).width().div_ceil(text_w);
+                // Word wrapping can need a row more than the characters alone.
+                (rows + usize::from(rows > 1)) as u16
+            });
             let area = Rect {
                 x: main.x + 1,
                 y: main.y + 1,
-                width: main.width.saturating_sub(2),
-                height: height.min(main.height),
+                width,
+                height: (5 + error_rows).min(main.height.saturating_sub(1)),
             };
             frame.render_widget(Clear, area);
             let block = popup(t, "Query · Enter applies · Tab switches · Esc cancels");

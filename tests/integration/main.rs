@@ -6,6 +6,7 @@ mod support;
 mod cli;
 mod client_ops;
 mod common;
+mod console_pty;
 mod demo_data;
 mod faults;
 mod harness_smoke;
