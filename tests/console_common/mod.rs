@@ -55,7 +55,9 @@ pub fn job_of(c: &Command) -> Option<JobId> {
         | Command::QueryPage { job, .. }
         | Command::GetEntity { job, .. }
         | Command::CreateTable { job, .. }
-        | Command::DeleteTable { job, .. } => Some(*job),
+        | Command::DeleteTable { job, .. }
+        | Command::Write { job, .. }
+        | Command::ExternalEdit { job, .. } => Some(*job),
         Command::Cancel(_) | Command::Copy(_) => None,
     }
 }
