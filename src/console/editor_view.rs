@@ -10,7 +10,6 @@ use super::editor::{Conflict, Editor, EditorKind, Field, Prompt};
 use super::theme::{Slot, Theme};
 use crate::azure::{EdmType, EdmValue, Entity};
 
-const NAME_W: usize = 22;
 const TYPE_W: usize = 9;
 
 pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: bool) {
@@ -68,11 +67,20 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
     let inner = block.inner(area);
     frame.render_widget(block, area);
 
+    // Names get what they need, up to a quarter of the pane, so values keep most of the width.
+    let name_w: usize = ed
+        .rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .chain([12])
+        .max()
+        .unwrap_or(12)
+        .min((inner.width as usize / 4).max(12));
     let mut lines: Vec<Line> = Vec::new();
     let mut cursor_line = 0;
     lines.push(Line::from(vec![
         Span::styled(
-            format!("  {:<NAME_W$} {:<TYPE_W$} ", "Property", "Type"),
+            format!("  {:<name_w$} {:<TYPE_W$} ", "Property", "Type"),
             t.style(Slot::Header),
         ),
         Span::styled("Value", t.style(Slot::Header)),
@@ -87,7 +95,7 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
         }
         let mut spans = vec![
             Span::raw(if ed.cursor == i { "› " } else { "  " }),
-            Span::styled(format!("{name:<NAME_W$} "), t.style(Slot::Key)),
+            Span::styled(format!("{name:<name_w$} "), t.style(Slot::Key)),
             Span::styled(format!("{:<TYPE_W$} ", "String"), t.style(Slot::Muted)),
             Span::styled(
                 if value.is_empty() {
@@ -112,7 +120,7 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
     {
         lines.push(Line::from(vec![
             Span::styled(
-                format!("  {:<NAME_W$} {:<TYPE_W$} ", "Timestamp", "DateTime"),
+                format!("  {:<name_w$} {:<TYPE_W$} ", "Timestamp", "DateTime"),
                 t.style(Slot::Muted),
             ),
             Span::styled(
@@ -141,7 +149,7 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
                 spans.push(Span::styled(marker, t.style(Slot::Modified)));
                 spans.push(Span::styled(
                     format!(
-                        "{:<NAME_W$} ",
+                        "{:<name_w$} ",
                         if row.name.is_empty() {
                             "(name)"
                         } else {
@@ -155,7 +163,7 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
                     value_style(t, ed, line_no, Field::Type, Slot::Muted),
                 ));
             } else {
-                spans.push(Span::raw(" ".repeat(2 + NAME_W + 1 + TYPE_W + 1)));
+                spans.push(Span::raw(" ".repeat(2 + name_w + 1 + TYPE_W + 1)));
             }
             let shown = if row.value.is_empty() && row.ty == EdmType::String {
                 "\"\" (empty string)".to_string()
@@ -190,7 +198,12 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
     }
     let height = inner.height as usize;
     let scroll = cursor_line.saturating_sub(height.saturating_sub(3));
-    frame.render_widget(Paragraph::new(lines).scroll((scroll as u16, 0)), inner);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .scroll((scroll as u16, 0)),
+        inner,
+    );
 
     match &ed.prompt {
         Some(Prompt::Editing(input)) => {
@@ -352,6 +365,7 @@ fn text_of(e: Option<&Entity>, name: &str) -> (String, bool) {
 
 fn short_value(v: &EdmValue) -> String {
     let text = match v {
+        EdmValue::String(s) if s.is_empty() => "\"\"".to_string(),
         EdmValue::Binary(b) => super::grid::binary_preview(b),
         other => other.to_text().replace('\n', "⏎"),
     };
@@ -442,7 +456,13 @@ fn draw_conflict(frame: &mut Frame, t: &Theme, ed: &Editor, c: &Conflict, area: 
             )),
             Line::from(loaded),
             Line::from(Span::styled(
-                if in_mine { mine } else { "(removed)".into() },
+                if in_mine {
+                    mine
+                } else if c.removed.contains(&name) {
+                    "(removed)".into()
+                } else {
+                    "·".into()
+                },
                 t.style(mine_slot),
             )),
             Line::from(Span::styled(server, t.style(server_slot))),
@@ -459,7 +479,18 @@ fn draw_conflict(frame: &mut Frame, t: &Theme, ed: &Editor, c: &Conflict, area: 
         };
         let parts = cols.split(line_area);
         for (k, line) in row.into_iter().enumerate() {
-            frame.render_widget(Paragraph::new(line), parts[k]);
+            // Cut each cell to its column (one space apart) so neighbours never run together.
+            let width = parts[k].width.saturating_sub(1) as usize;
+            let style = line.spans.first().map(|s| s.style).unwrap_or_default();
+            let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+            let shown = if text.chars().count() > width {
+                let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+                cut.push('…');
+                cut
+            } else {
+                text
+            };
+            frame.render_widget(Paragraph::new(Span::styled(shown, style)), parts[k]);
         }
     }
 }
