@@ -86,6 +86,7 @@ actions! {
     FocusTables = "focus_tables", Global, "focus the tables pane";
     FocusGrid = "focus_grid", Global, "focus the entity grid";
     FocusEntity = "focus_entity", Global, "focus the entity view";
+    FocusDashboard = "focus_dashboard", Global, "show the live partition dashboard";
     Refresh = "refresh", Global, "reload what the focused pane shows";
     Search = "search", Global, "search and filter what is loaded (client-side)";
     ToggleTimeZone = "toggle_time_zone", Global, "show DateTime values in UTC or local time";
@@ -335,6 +336,7 @@ const DEFAULT_BINDINGS: &[(Action, &[&str])] = &[
     (Action::FocusTables, &["1"]),
     (Action::FocusGrid, &["2"]),
     (Action::FocusEntity, &["3"]),
+    (Action::FocusDashboard, &["4"]),
     (Action::Refresh, &["r"]),
     (Action::Search, &["/"]),
     (Action::ToggleTimeZone, &["t"]),
