@@ -11,6 +11,7 @@ use crate::azure::{
     SigningScheme, TableClient, TableError, UpdateMode,
 };
 use crate::config::{self, LoadedConfig, ProfileConfig};
+use crate::journal::{self, Journal, JournalError, Mutation, Outcome, UndoError, UndoOutcome};
 
 /// A terminal console and scriptable CLI for Azure Table Storage.
 #[derive(Parser, Debug)]
@@ -84,6 +85,46 @@ pub enum Command {
         row_key: String,
         #[command(flatten)]
         condition: ConditionArgs,
+    },
+    /// List recent writes from the local journal (newest first), show one, or undo one.
+    Journal(JournalArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct JournalArgs {
+    #[command(subcommand)]
+    pub action: Option<JournalAction>,
+    /// List at most N entries.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+    /// Only entries for this table.
+    #[arg(long, value_name = "TABLE")]
+    pub table: Option<String>,
+    /// text: one line per entry; jsonl: the folded records (intent with its outcome).
+    #[arg(long, value_enum, default_value_t = JournalFormat::Text)]
+    pub format: JournalFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum JournalFormat {
+    Text,
+    Jsonl,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum JournalAction {
+    /// Print one entry in full: before-image, intended after-image, condition, outcome.
+    Show {
+        /// The entry's id, or a unique prefix of it.
+        id: String,
+    },
+    /// Revert one entry, conditional on the ETag it produced (without --yes: say what it would do).
+    Undo {
+        /// The entry's id, or a unique prefix of it.
+        id: String,
+        /// Do it (otherwise print the plan and exit 2).
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -207,19 +248,32 @@ pub struct Session {
     pub profile_name: Option<String>,
     pub profile: Option<ProfileConfig>,
     pub config: LoadedConfig,
+    /// Where the connection came from, as the journal records it: the profile name, or
+    /// "command line", "environment", "local emulator".
+    pub source: String,
 }
 
 /// Resolves the connection: flag, profile, environment, default profile, local emulator.
 pub fn connect(global: &GlobalArgs) -> Result<Session, Failure> {
+    connect_loaded(global, load_config(global)?)
+}
+
+fn load_config(global: &GlobalArgs) -> Result<LoadedConfig, Failure> {
     let loaded =
         config::load(global.config.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
     for w in &loaded.warnings {
         eprintln!("tabletop: warning: {w}");
     }
+    Ok(loaded)
+}
+
+fn connect_loaded(global: &GlobalArgs, loaded: LoadedConfig) -> Result<Session, Failure> {
     let cfg = &loaded.config;
     let mut profile_name = None;
     let mut profile = None;
+    let mut source = journal::PROFILE_LOCAL_EMULATOR.to_string();
     let account = if let Some(cs) = &global.connection_string {
+        source = journal::PROFILE_COMMAND_LINE.to_string();
         Account::from_connection_string(cs).map_err(|e| Failure::usage(e.to_string()))?
     } else if let Some(name) = &global.profile {
         let p = cfg.profiles.get(name).ok_or_else(|| {
@@ -239,8 +293,10 @@ pub fn connect(global: &GlobalArgs) -> Result<Session, Failure> {
         })?;
         profile_name = Some(name.clone());
         profile = Some(p.clone());
+        source = name.clone();
         profile_account(name, p)?
     } else if let Some(env) = Account::from_env() {
+        source = journal::PROFILE_ENVIRONMENT.to_string();
         env.map_err(|e| Failure::usage(format!("AZURE_STORAGE_CONNECTION_STRING: {e}")))?
     } else if let Some(name) = &cfg.default_profile {
         let p = cfg.profiles.get(name).ok_or_else(|| {
@@ -250,6 +306,7 @@ pub fn connect(global: &GlobalArgs) -> Result<Session, Failure> {
         })?;
         profile_name = Some(name.clone());
         profile = Some(p.clone());
+        source = name.clone();
         profile_account(name, p)?
     } else {
         Account::development()
@@ -268,7 +325,41 @@ pub fn connect(global: &GlobalArgs) -> Result<Session, Failure> {
         profile_name,
         profile,
         config: loaded,
+        source,
     })
+}
+
+impl Session {
+    /// The journal every write goes through, opened once per run. Read-only refuses first (exit
+    /// 5); a journal that cannot be opened refuses every write: nothing is sent unjournaled.
+    pub fn journal_for_writes(&self, operation: &'static str) -> Result<Journal, Failure> {
+        if self.client.is_read_only() {
+            return Err(TableError::ReadOnly { operation }.into());
+        }
+        let path = Journal::configured_path(&self.config).ok_or_else(|| {
+            Failure::with_code(
+                1,
+                format!(
+                    "refusing to {operation}: no data directory for the journal on this system; set ${} or journal_path in the config",
+                    journal::JOURNAL_ENV
+                ),
+            )
+        })?;
+        Journal::open(path).map_err(|e| {
+            Failure::with_code(1, format!("refusing to {operation} without a journal: {e}"))
+        })
+    }
+}
+
+/// The exit code and message of a journaled write's failure.
+pub fn journal_failure(e: &JournalError) -> Failure {
+    match e {
+        JournalError::Table { source, .. } => Failure::from_table_error(source),
+        JournalError::Io { .. } => Failure::with_code(1, format!("{e}; nothing was sent")),
+        JournalError::NotFound { .. } => Failure::with_code(3, e.to_string()),
+        JournalError::Ambiguous { .. } => Failure::usage(e.to_string()),
+        JournalError::OutcomeNotRecorded { .. } => Failure::with_code(1, e.to_string()),
+    }
 }
 
 pub fn retry_policy(r: &config::RetrySettings) -> RetryPolicy {
@@ -397,16 +488,26 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
             out.line(&e.to_json_line())?;
         }
         Command::Insert(w) => {
-            for entity in read_entities(&w)? {
-                let outcome = client.insert(&w.table, &entity).await?;
+            let entities = read_entities(&w)?;
+            let journal = session.journal_for_writes("insert")?;
+            for entity in entities {
+                let (outcome, _) = journal::journaled_write(
+                    &journal,
+                    client,
+                    &session.source,
+                    &w.table,
+                    Mutation::Insert(entity.clone()),
+                )
+                .await
+                .map_err(|e| journal_failure(&e))?;
                 report_write(&mut out, &entity, &outcome)?;
             }
         }
         Command::Replace(args) => {
-            conditional_write(client, args, UpdateMode::Replace, &mut out).await?
+            conditional_write(session, args, UpdateMode::Replace, &mut out).await?
         }
         Command::Merge(args) => {
-            conditional_write(client, args, UpdateMode::Merge, &mut out).await?
+            conditional_write(session, args, UpdateMode::Merge, &mut out).await?
         }
         Command::Upsert { write, replace } => {
             let mode = if replace {
@@ -414,8 +515,21 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
             } else {
                 UpdateMode::Merge
             };
-            for entity in read_entities(&write)? {
-                let outcome = client.upsert(&write.table, &entity, mode).await?;
+            let entities = read_entities(&write)?;
+            let journal = session.journal_for_writes("upsert")?;
+            for entity in entities {
+                let (outcome, _) = journal::journaled_write(
+                    &journal,
+                    client,
+                    &session.source,
+                    &write.table,
+                    Mutation::Upsert {
+                        entity: entity.clone(),
+                        mode,
+                    },
+                )
+                .await
+                .map_err(|e| journal_failure(&e))?;
                 report_write(&mut out, &entity, &outcome)?;
             }
         }
@@ -435,13 +549,29 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
                     ))
                 }
             };
-            let outcome = client
-                .delete_entity(&table, &partition_key, &row_key, &cond)
-                .await?;
+            let journal = session.journal_for_writes("delete")?;
+            let (outcome, _) = journal::journaled_write(
+                &journal,
+                client,
+                &session.source,
+                &table,
+                Mutation::Delete {
+                    partition_key: partition_key.clone(),
+                    row_key: row_key.clone(),
+                    condition: cond,
+                },
+            )
+            .await
+            .map_err(|e| journal_failure(&e))?;
             if let Some(note) = outcome.note() {
                 eprintln!("tabletop: note: {note}");
             }
             eprintln!("tabletop: deleted {partition_key} / {row_key}");
+        }
+        Command::Journal(_) => {
+            return Err(Failure::usage(
+                "journal is handled before connecting; run it as `tabletop journal`",
+            ))
         }
     }
     out.flush()
@@ -466,7 +596,7 @@ fn report_write(
 }
 
 async fn conditional_write(
-    client: &TableClient,
+    session: &Session,
     args: ConditionalWriteArgs,
     mode: UpdateMode,
     out: &mut Out,
@@ -483,6 +613,7 @@ async fn conditional_write(
             entities.len()
         )));
     }
+    let mut journal = None;
     for entity in entities {
         let condition = match (&args.condition.if_match, args.condition.force, &entity.etag) {
             (Some(etag), _, _) => Condition::IfMatch(etag.clone()),
@@ -497,9 +628,25 @@ async fn conditional_write(
                 )))
             }
         };
-        let outcome = client.update(&args.write.table, &entity, mode, &condition).await.map_err(|e| {
-            let mut f = Failure::from_table_error(&e);
-            if e.is_precondition_failed() {
+        let journal = match &journal {
+            Some(j) => j,
+            None => journal.insert(session.journal_for_writes(verb)?),
+        };
+        let (outcome, _) = journal::journaled_write(
+            journal,
+            &session.client,
+            &session.source,
+            &args.write.table,
+            Mutation::Update {
+                entity: entity.clone(),
+                mode,
+                condition,
+            },
+        )
+        .await
+        .map_err(|e| {
+            let mut f = journal_failure(&e);
+            if e.table_error().is_some_and(TableError::is_precondition_failed) {
                 f.message.push_str(&format!(
                     "\nhint: run `tabletop get {} '{}' '{}'` to see the current version, re-apply your change to it, and {verb} again",
                     args.write.table, entity.partition_key, entity.row_key
@@ -685,4 +832,349 @@ fn write_table(rows: &[Entity], out: &mut Out) -> Result<(), Failure> {
         out.line(line.trim_end())?;
     }
     Ok(())
+}
+
+// ---- journal ----------------------------------------------------------------------------------
+
+/// `tabletop journal [show ID | undo ID]`: reads the journal; only undo connects.
+pub async fn journal(args: JournalArgs, global: &GlobalArgs) -> Result<(), Failure> {
+    let loaded = load_config(global)?;
+    let path = Journal::configured_path(&loaded).ok_or_else(|| {
+        Failure::with_code(
+            1,
+            format!(
+                "no data directory for the journal on this system; set ${} or journal_path in the config",
+                journal::JOURNAL_ENV
+            ),
+        )
+    })?;
+    let reader = Journal::for_reading(&path);
+    let mut out = Out::new();
+    match args.action {
+        None => list_journal(&reader, &args, &mut out)?,
+        Some(JournalAction::Show { id }) => {
+            let entry = reader.find(&id).map_err(|e| journal_failure(&e))?;
+            let entries = reader.entries().map_err(|e| journal_failure(&e))?;
+            show_entry(&entry, &entries, &mut out)?;
+        }
+        Some(JournalAction::Undo { id, yes }) => {
+            let entry = reader.find(&id).map_err(|e| journal_failure(&e))?;
+            undo_entry(&reader, &entry, yes, global, loaded, &mut out).await?;
+        }
+    }
+    out.flush()
+}
+
+fn list_journal(reader: &Journal, args: &JournalArgs, out: &mut Out) -> Result<(), Failure> {
+    let entries = reader.entries().map_err(|e| journal_failure(&e))?;
+    let shown: Vec<&journal::Entry> = entries
+        .iter()
+        .rev()
+        .filter(|e| args.table.as_ref().is_none_or(|t| e.intent.table == *t))
+        .take(args.limit)
+        .collect();
+    if args.format == JournalFormat::Jsonl {
+        for e in shown {
+            out.line(&e.to_json_line())?;
+        }
+        return Ok(());
+    }
+    if shown.is_empty() {
+        eprintln!(
+            "tabletop: no journal entries in {}",
+            reader.path().display()
+        );
+        return Ok(());
+    }
+    let mut rows: Vec<Vec<String>> = vec![[
+        "ID",
+        "TIME",
+        "PROFILE",
+        "TABLE",
+        "KEYS",
+        "OPERATION",
+        "OUTCOME",
+        "ETAG",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for e in shown {
+        let i = &e.intent;
+        let mut operation = i.operation.to_string();
+        if let Some(of) = &i.undo_of {
+            operation.push_str(&format!(" (undo of {of})"));
+        }
+        let mut outcome = e.outcome.label();
+        if let Some(by) = journal::undone_by(&entries, &e.id) {
+            outcome.push_str(&format!(", undone by {}", by.id));
+        }
+        rows.push(vec![
+            e.id.to_string(),
+            short_time(&e.time),
+            i.profile.clone(),
+            i.table.clone(),
+            clip(&format!("{} / {}", i.partition_key, i.row_key), 40),
+            operation,
+            outcome,
+            e.outcome.etag().unwrap_or("").to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(v, w)| format!("{v:<w$}"))
+            .collect();
+        out.line(line.join("  ").trim_end())?;
+    }
+    Ok(())
+}
+
+/// `2026-11-02T10:01:03.123456Z` → `2026-11-02 10:01:03Z`.
+fn short_time(rfc3339: &str) -> String {
+    match rfc3339.get(..19) {
+        Some(head) => format!("{}Z", head.replace('T', " ")),
+        None => rfc3339.to_string(),
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.replace(['\n', '\r', '\t'], " ");
+    }
+    let head: String = s.chars().take(max - 1).collect();
+    format!("{}…", head.replace(['\n', '\r', '\t'], " "))
+}
+
+fn image_text(e: Option<&Entity>, absent: &str) -> String {
+    e.map_or_else(|| absent.to_string(), Entity::to_json_line)
+}
+
+fn show_entry(
+    e: &journal::Entry,
+    entries: &[journal::Entry],
+    out: &mut Out,
+) -> Result<(), Failure> {
+    let i = &e.intent;
+    let field = |out: &mut Out, name: &str, value: &str| out.line(&format!("{name:<11} {value}"));
+    field(out, "id:", e.id.as_str())?;
+    field(out, "time:", &e.time)?;
+    field(out, "session:", &e.session)?;
+    field(out, "profile:", &i.profile)?;
+    field(out, "account:", &format!("{} at {}", i.account, i.endpoint))?;
+    field(out, "table:", &i.table)?;
+    field(
+        out,
+        "keys:",
+        &format!("{} / {}", i.partition_key, i.row_key),
+    )?;
+    field(out, "operation:", i.operation.name())?;
+    field(
+        out,
+        "condition:",
+        &i.condition
+            .as_ref()
+            .map_or("none (no If-Match)".to_string(), |c| {
+                format!("If-Match {c}")
+            }),
+    )?;
+    let outcome = match &e.outcome {
+        Outcome::Ok { .. } => "ok".to_string(),
+        Outcome::Failed { message, .. } => format!("{}: {message}", e.outcome.label()),
+        Outcome::Unknown { message } => format!("unknown: {message}"),
+    };
+    field(out, "outcome:", &outcome)?;
+    if let Some(t) = &e.outcome_time {
+        field(out, "answered:", t)?;
+    }
+    if let Some(etag) = e.outcome.etag() {
+        field(out, "new etag:", etag)?;
+    }
+    if let Some(of) = &i.undo_of {
+        field(out, "undo of:", of.as_str())?;
+    }
+    if let Some(by) = journal::undone_by(entries, &e.id) {
+        field(out, "undone by:", by.id.as_str())?;
+    }
+    field(
+        out,
+        "before:",
+        &image_text(i.before.as_ref(), "(did not exist)"),
+    )?;
+    field(out, "after:", &image_text(i.after.as_ref(), "(deleted)"))?;
+    if let Some(sent) = &i.sent {
+        field(out, "sent:", &sent.to_json_line())?;
+    }
+    Ok(())
+}
+
+/// Connects to the account of `entry`: the given --connection-string / --profile, else the
+/// entry's own profile; refuses another account.
+fn connect_for_entry(
+    global: &GlobalArgs,
+    loaded: LoadedConfig,
+    entry: &journal::Entry,
+) -> Result<Session, Failure> {
+    let i = &entry.intent;
+    let mut global = global.clone();
+    if global.connection_string.is_none() && global.profile.is_none() {
+        match i.profile.as_str() {
+            journal::PROFILE_COMMAND_LINE => {
+                return Err(Failure::usage(format!(
+                    "entry {} was made with --connection-string; pass a connection to account {} again (--connection-string CS or --profile NAME)",
+                    entry.id, i.account
+                )))
+            }
+            journal::PROFILE_ENVIRONMENT => {
+                if Account::from_env().is_none() {
+                    return Err(Failure::usage(format!(
+                        "entry {} was made with $AZURE_STORAGE_CONNECTION_STRING, which is not set now; set it or pass --connection-string / --profile for account {}",
+                        entry.id, i.account
+                    )));
+                }
+            }
+            journal::PROFILE_LOCAL_EMULATOR => {
+                global.connection_string = Some("UseDevelopmentStorage=true".into());
+            }
+            name if loaded.config.profiles.contains_key(name) => {
+                global.profile = Some(name.to_string());
+            }
+            name => {
+                return Err(Failure::usage(format!(
+                    "entry {} was made with profile '{name}', which the config no longer defines; pass --profile or --connection-string for account {}",
+                    entry.id, i.account
+                )))
+            }
+        }
+    }
+    let session = connect_loaded(&global, loaded)?;
+    let account = &session.client.account().name;
+    if *account != i.account {
+        return Err(Failure::usage(format!(
+            "entry {} was made on account {}, but this connection is to account {account}; undo only on the same account",
+            entry.id, i.account
+        )));
+    }
+    Ok(session)
+}
+
+/// Refusals first (failed, already undone), then the plan (without --yes) or the connection
+/// checks (read-only, same account) and the undo.
+async fn undo_entry(
+    reader: &Journal,
+    entry: &journal::Entry,
+    yes: bool,
+    global: &GlobalArgs,
+    loaded: LoadedConfig,
+    out: &mut Out,
+) -> Result<(), Failure> {
+    let plan = journal::undo_plan(reader, entry).map_err(|e| undo_failure(entry, &e))?;
+    if !yes {
+        out.line(&format!("undo {} would {plan}", entry.id))?;
+        out.flush()?;
+    }
+    let session = connect_for_entry(global, loaded, entry)?;
+    if session.client.is_read_only() {
+        return Err(TableError::ReadOnly { operation: "undo" }.into());
+    }
+    if !yes {
+        return Err(Failure::usage(format!(
+            "nothing was done; add --yes to undo entry {}",
+            entry.id
+        )));
+    }
+    let journal = session.journal_for_writes("undo")?;
+    match journal::undo(&journal, &session.client, entry).await {
+        Ok(UndoOutcome::Reverted {
+            entry: undo_id,
+            action,
+            etag,
+        }) => {
+            eprintln!(
+                "tabletop: undid {} ({}), recorded as entry {undo_id}",
+                entry.id,
+                action.describe()
+            );
+            if etag.is_some() {
+                let keys = Entity {
+                    etag,
+                    ..Entity::new(
+                        entry.intent.partition_key.clone(),
+                        entry.intent.row_key.clone(),
+                    )
+                };
+                out.line(&keys.to_json_line())?;
+            }
+            Ok(())
+        }
+        Ok(UndoOutcome::NothingToUndo { reason }) => {
+            eprintln!("tabletop: nothing to undo: {reason}");
+            Ok(())
+        }
+        Err(e) => Err(undo_failure(entry, &e)),
+    }
+}
+
+fn undo_failure(entry: &journal::Entry, e: &UndoError) -> Failure {
+    let i = &entry.intent;
+    match e {
+        UndoError::Conflict(c) => {
+            let journal::UndoConflict {
+                current,
+                expected_after,
+                before,
+            } = c.as_ref();
+            let changed = match (current, expected_after) {
+                (None, _) => "it has been deleted since".to_string(),
+                (Some(_), None) => "an entity with these keys has been created since".to_string(),
+                (Some(c), Some(a)) => {
+                    let names = changed_properties(a, c);
+                    if names.is_empty() {
+                        "it has been written since (same content, new ETag)".to_string()
+                    } else {
+                        format!("changed since: {}", names.join(", "))
+                    }
+                }
+            };
+            let mut msg = format!(
+                "conflict: {} / {} in table {} no longer is what entry {} left ({changed}); undo wrote nothing\n  now:          {}\n  change left:  {}\n  before it:    {}",
+                i.partition_key,
+                i.row_key,
+                i.table,
+                entry.id,
+                image_text(current.as_ref(), "(absent)"),
+                image_text(expected_after.as_ref(), "(absent)"),
+                image_text(before.as_ref(), "(absent)"),
+            );
+            if before.is_some() {
+                msg.push_str(&format!(
+                    "\nhint: to restore the before-image anyway, pipe the 'before it' line to `tabletop upsert --replace {} -`",
+                    i.table
+                ));
+            }
+            Failure::with_code(4, msg)
+        }
+        UndoError::Refused(reason) => Failure::usage(reason.clone()),
+        UndoError::Journal(j) => journal_failure(j),
+    }
+}
+
+/// Property names whose value differs between two images (added, removed or changed).
+fn changed_properties(a: &Entity, b: &Entity) -> Vec<String> {
+    let mut names: Vec<String> = a
+        .properties
+        .iter()
+        .filter(|p| b.get(&p.name) != Some(&p.value))
+        .map(|p| p.name.clone())
+        .collect();
+    names.extend(
+        b.properties
+            .iter()
+            .filter(|p| a.get(&p.name).is_none())
+            .map(|p| p.name.clone()),
+    );
+    names
 }

@@ -41,6 +41,8 @@ pub struct Config {
     pub targets: Targets,
     pub keys: BTreeMap<String, String>,
     pub profiles: BTreeMap<String, ProfileConfig>,
+    /// The mutation journal's file (default: the platform data dir's `journal.jsonl`).
+    pub journal_path: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -53,6 +55,7 @@ impl Default for Config {
             targets: Targets::default(),
             keys: BTreeMap::new(),
             profiles: BTreeMap::new(),
+            journal_path: None,
         }
     }
 }
@@ -1458,6 +1461,18 @@ mod tests {
             }
         );
         assert!(!debug.contains("hunter2"), "{debug}");
+    }
+
+    #[test]
+    fn journal_path_is_a_known_key() {
+        let c = parse("journal_path = \"/var/lib/tabletop/j.jsonl\"\n", None).unwrap();
+        assert_eq!(
+            c.journal_path.as_deref(),
+            Some(Path::new("/var/lib/tabletop/j.jsonl"))
+        );
+        assert_eq!(parse("", None).unwrap().journal_path, None);
+        let (_, msg) = invalid("journal_pth = \"x\"\n");
+        assert!(msg.starts_with("unknown field 'journal_pth'"), "{msg}");
     }
 
     #[test]

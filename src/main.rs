@@ -35,6 +35,8 @@ async fn run(args: Cli) -> Result<(), Failure> {
             .await
             .map_err(|e| Failure::with_code(1, format!("console: {e:#}"))),
         Some(Command::Demo) => demo(&global).await,
+        // Listing and showing need no connection; undo connects to the entry's account.
+        Some(Command::Journal(args)) => cli::journal(args, &global).await,
         Some(command) => {
             let session = cli::connect(&global)?;
             match cli::run(command, &session).await {

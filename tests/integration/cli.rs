@@ -5,8 +5,24 @@ use std::process::{Command, Output, Stdio};
 
 use crate::support;
 
-fn tabletop(args: &[&str], stdin: Option<&str>) -> Output {
+/// A journal file of this test binary's own, so no test touches the user's journal.
+fn test_journal() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir"))
+        .path()
+}
+
+fn binary() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tabletop"));
+    cmd.env(
+        tabletop::journal::JOURNAL_ENV,
+        test_journal().join("journal.jsonl"),
+    );
+    cmd
+}
+
+fn tabletop(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = binary();
     cmd.args([
         "--connection-string",
         &support::azurite().connection_string(),
@@ -153,7 +169,7 @@ fn read_only_refuses_writes_and_exits_5() {
 
 #[test]
 fn bad_connection_strings_name_the_part_and_hide_the_key() {
-    let out = Command::new(env!("CARGO_BIN_EXE_tabletop"))
+    let out = binary()
         .args([
             "--connection-string",
             "AccountName=acct;AccountKey=SECRETKEYVALUE!!",
@@ -175,7 +191,7 @@ fn bad_connection_strings_name_the_part_and_hide_the_key() {
 fn a_wrong_key_is_reported_without_echoing_it() {
     let wrong = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=d3Jvbmcga2V5IHdyb25nIGtleQ==;TableEndpoint=";
     let cs = format!("{wrong}{}", support::azurite().table_endpoint());
-    let out = Command::new(env!("CARGO_BIN_EXE_tabletop"))
+    let out = binary()
         .args(["--connection-string", &cs, "tables"])
         .env("TABLETOP_CONFIG", "/nonexistent/tabletop-test-config.toml")
         .output()
@@ -198,7 +214,7 @@ fn a_rejected_primary_key_says_whether_the_secondary_key_works() {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tabletop"))
+    let out = binary()
         .args([
             "--config",
             config.to_str().unwrap(),

@@ -10,3 +10,4 @@ mod console_pty;
 mod demo_data;
 mod faults;
 mod harness_smoke;
+mod journal;
