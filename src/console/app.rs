@@ -10,6 +10,7 @@ use crossterm::event::{
 use ratatui::layout::Rect;
 
 use super::editor::{Editor, EditorAction, WriteOp};
+use crate::journal::Journal;
 use super::event::{Command, Event, JobId, JobOutput};
 use super::grid::Grid;
 use super::input::{Input, InputResult};
@@ -88,6 +89,8 @@ pub enum Pending {
     Delete(String, String),
     /// The entity as the server has it after a save (the editor shows exactly that).
     Refetch,
+    /// `:undo`.
+    Undo,
 }
 
 /// A dialog or input line drawn over the panes; it gets keys first.
@@ -227,6 +230,8 @@ pub struct App {
     quit_armed: bool,
     pub editor: Option<Editor>,
     pending: std::collections::HashMap<JobId, Pending>,
+    /// Every write goes to this journal first; without one, writes are refused.
+    pub journal: Result<Arc<Journal>, String>,
 }
 
 pub struct AppOptions {
@@ -240,6 +245,7 @@ pub struct AppOptions {
     pub read_only_flag: bool,
     /// Messages to show at start (config warnings).
     pub warnings: Vec<String>,
+    pub journal: Result<Arc<Journal>, String>,
 }
 
 impl App {
@@ -278,6 +284,7 @@ impl App {
             quit_armed: false,
             editor: None,
             pending: std::collections::HashMap::new(),
+            journal: options.journal,
         };
         // The first source opens at start so the user sees tables at once.
         if !app.sources.is_empty() {
@@ -1159,10 +1166,22 @@ impl App {
             self.error("no table open");
             return;
         };
+        let journal = match &self.journal {
+            Ok(j) => j.clone(),
+            Err(e) => {
+                // Never an unjournaled write: without the journal there is no undo.
+                self.error(format!("not sent: the journal cannot be written ({e})"));
+                if let Some(ed) = self.editor.as_mut() {
+                    ed.saving = false;
+                }
+                return;
+            }
+        };
         let job = self.job();
         self.pending.insert(job, pending);
         self.commands.push(Command::Write {
             job,
+            journal,
             client,
             profile,
             table,
@@ -1330,6 +1349,12 @@ impl App {
                 }
             }
             (Pending::OpenForEdit, JobOutput::Entity(Err(e))) => self.error(e),
+            (Pending::Undo, JobOutput::Done(Ok(msg))) => {
+                self.success(msg);
+                self.refresh_grid_quietly();
+            }
+            (Pending::Undo, JobOutput::Done(Err(e))) => self.error(e),
+            (Pending::Undo, JobOutput::UndoConflict { table, conflict }) => self.undo_conflict(table, *conflict),
             (Pending::Refetch, JobOutput::Entity(Ok(e))) => {
                 if let Some(ed) = self
                     .editor
@@ -1363,6 +1388,34 @@ impl App {
                 Err(f) => self.error(format!("{pk} / {rk}: {}", f.message)),
             },
             _ => {}
+        }
+    }
+
+    /// `:undo` found the entity changed since: show the three versions in the editor's conflict
+    /// view: what the change left, the before-image undo would restore, and what is there now.
+    fn undo_conflict(&mut self, table: String, c: crate::journal::UndoConflict) {
+        let si = self.grid.as_ref().map(|g| g.source).or(self.current_source()).unwrap_or(0);
+        let read_only = self.source_read_only(si);
+        match (c.before, c.expected_after, c.current) {
+            (Some(before), after, current) => {
+                let mut ed = match &after {
+                    Some(a) => Editor::edit(si, &table, a, read_only),
+                    None => Editor::new_entity(si, &table, &before.partition_key, read_only),
+                };
+                ed.partition_key = before.partition_key.clone();
+                ed.row_key = before.row_key.clone();
+                ed.rows = super::editor::rows_of(&before);
+                ed.conflict(current);
+                self.message = Some(Message {
+                    text: "undo not applied: the entity changed since your change (r re-applies the undo onto it, o restores the before-image, d leaves it)".into(),
+                    level: Level::Warning,
+                });
+                self.open_editor(ed);
+            }
+            (None, _, current) => self.error(format!(
+                "undo not applied: the entity your insert created has changed since ({}); delete it by hand if you still want it gone",
+                current.map_or("it is gone".to_string(), |e| format!("now {} properties", e.properties.len()))
+            )),
         }
     }
 
@@ -1427,8 +1480,21 @@ impl App {
                 self.overlay = Some(Overlay::Help { scroll: 0 });
                 Ok(())
             }
+            "undo" => {
+                let journal = self.journal.clone().map_err(|e| format!("no journal: {e}"))?;
+                let clients: Vec<(String, TableClient)> = self
+                    .sources
+                    .iter()
+                    .filter_map(|s| s.client.as_ref().ok().map(|c| (s.name.clone(), c.clone())))
+                    .collect();
+                let job = self.job();
+                self.pending.insert(job, Pending::Undo);
+                self.commands.push(Command::Undo { job, journal, clients });
+                self.info("undoing the last change of this session…");
+                Ok(())
+            }
             "" => Ok(()),
-            other => Err(format!("unknown command ':{other}' (try :table NAME, :profile NAME, :theme NAME, :filter EXPR, :help, :q)")),
+            other => Err(format!("unknown command ':{other}' (try :table NAME, :profile NAME, :filter EXPR, :undo, :theme NAME, :help, :q)")),
         }
     }
 

@@ -862,7 +862,7 @@ impl Editor {
     }
 }
 
-fn rows_of(e: &Entity) -> Vec<Row> {
+pub fn rows_of(e: &Entity) -> Vec<Row> {
     e.properties
         .iter()
         .map(|p| Row {

@@ -3,7 +3,10 @@
 
 use crossterm::event::{KeyEvent, MouseEvent};
 
+use std::sync::Arc;
+
 use super::editor::WriteOp;
+use crate::journal::Journal;
 use crate::azure::{Continuation, Entity, EntityPage, QuerySpec, TableClient, TablePage};
 
 /// Identifies one background job; a result whose id is no longer awaited is dropped.
@@ -38,6 +41,11 @@ pub enum JobOutput {
     Written(Result<WriteDone, WriteFailure>),
     /// Text back from `$EDITOR`.
     Edited(Result<String, String>),
+    /// `:undo` met a change made since: the three versions for the conflict view.
+    UndoConflict {
+        table: String,
+        conflict: Box<crate::journal::UndoConflict>,
+    },
     Cancelled,
 }
 
@@ -98,10 +106,17 @@ pub enum Command {
     /// A write through the journal.
     Write {
         job: JobId,
+        journal: Arc<Journal>,
         client: TableClient,
         profile: String,
         table: String,
         op: WriteOp,
+    },
+    /// Revert this session's last change, with the client of the profile that made it.
+    Undo {
+        job: JobId,
+        journal: Arc<Journal>,
+        clients: Vec<(String, TableClient)>,
     },
     /// Suspend the console and edit text in `$EDITOR`.
     ExternalEdit {

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::editor::WriteOp;
 use super::event::{Command, Event, JobId, JobOutput, WriteDone, WriteFailure};
 use crate::azure::{TableClient, TableError};
+use crate::journal::{journaled_write, session_id, undo, Journal, Mutation, UndoError, UndoOutcome};
 
 /// Empty pages followed in a row before the job reports progress and keeps going.
 const MAX_EMPTY_PAGES: u32 = 10_000;
@@ -58,16 +59,13 @@ impl Jobs {
             Command::Copy(_) | Command::ExternalEdit { .. } => return,
             Command::Write {
                 job,
+                journal,
                 client,
                 profile,
                 table,
                 op,
-            } => (
-                job,
-                Box::pin(
-                    async move { JobOutput::Written(write(&client, &profile, &table, op).await) },
-                ),
-            ),
+            } => (job, Box::pin(async move { JobOutput::Written(write(&journal, &client, &profile, &table, op).await) })),
+            Command::Undo { job, journal, clients } => (job, Box::pin(async move { undo_last(&journal, &clients).await })),
             Command::ListTables { job, client, next } => (
                 job,
                 Box::pin(async move {
@@ -170,34 +168,38 @@ impl Jobs {
     }
 }
 
-/// Sends one write and describes the outcome for the app.
-pub async fn write(
-    client: &TableClient,
-    _profile: &str,
-    table: &str,
-    op: WriteOp,
-) -> Result<WriteDone, WriteFailure> {
-    let result = match op {
-        WriteOp::Insert(e) => client.insert(table, &e).await,
-        WriteOp::Update(e, mode, cond) => client.update(table, &e, mode, &cond).await,
-        WriteOp::Upsert(e, mode) => client.upsert(table, &e, mode).await,
+/// Sends one write through the journal (intent before, outcome after) and describes the
+/// outcome for the app.
+pub async fn write(journal: &Journal, client: &TableClient, profile: &str, table: &str, op: WriteOp) -> Result<WriteDone, WriteFailure> {
+    let mutation = match op {
+        WriteOp::Insert(e) => Mutation::Insert(e),
+        WriteOp::Update(entity, mode, condition) => Mutation::Update { entity, mode, condition },
+        WriteOp::Upsert(entity, mode) => Mutation::Upsert { entity, mode },
         WriteOp::Delete {
             partition_key,
             row_key,
             condition,
-        } => {
-            client
-                .delete_entity(table, &partition_key, &row_key, &condition)
-                .await
-        }
+        } => Mutation::Delete {
+            partition_key,
+            row_key,
+            condition,
+        },
     };
-    result
-        .map(|o| WriteDone {
+    match journaled_write(journal, client, profile, table, mutation).await {
+        Ok((o, id)) => Ok(WriteDone {
             etag: o.etag.clone(),
             note: o.note().map(str::to_string),
-            journal_id: None,
-        })
-        .map_err(|e| failure(&e))
+            journal_id: Some(id.to_string()),
+        }),
+        Err(e) => Err(match e.table_error() {
+            Some(t) => failure(t),
+            None => WriteFailure {
+                status: None,
+                code: None,
+                message: e.to_string(),
+            },
+        }),
+    }
 }
 
 pub fn failure(e: &TableError) -> WriteFailure {
@@ -205,5 +207,40 @@ pub fn failure(e: &TableError) -> WriteFailure {
         status: e.status(),
         code: e.code().map(str::to_string),
         message: e.to_string(),
+    }
+}
+
+/// Reverts the last undoable change of this session.
+async fn undo_last(journal: &Journal, clients: &[(String, TableClient)]) -> JobOutput {
+    let entry = match journal.last_undoable(session_id()) {
+        Ok(Some(e)) => e,
+        Ok(None) => return JobOutput::Done(Err("nothing to undo: no change made in this session is left to revert".into())),
+        Err(e) => return JobOutput::Done(Err(e.to_string())),
+    };
+    let intent = &entry.intent;
+    // The profile that made the change, else any client of the same account.
+    let client = clients
+        .iter()
+        .find(|(name, _)| *name == intent.profile)
+        .or_else(|| clients.iter().find(|(_, c)| c.account().name == intent.account))
+        .map(|(_, c)| c);
+    let Some(client) = client else {
+        return JobOutput::Done(Err(format!("cannot undo: no connection to account {} (profile {})", intent.account, intent.profile)));
+    };
+    match undo(journal, client, &entry).await {
+        Ok(UndoOutcome::Reverted { action, .. }) => JobOutput::Done(Ok(format!(
+            "undone: {} {} / {} in {} ({})",
+            intent.operation.name(),
+            intent.partition_key,
+            intent.row_key,
+            intent.table,
+            action.describe()
+        ))),
+        Ok(UndoOutcome::NothingToUndo { reason }) => JobOutput::Done(Ok(format!("nothing to undo: {reason}"))),
+        Err(UndoError::Conflict(conflict)) => JobOutput::UndoConflict {
+            table: intent.table.clone(),
+            conflict,
+        },
+        Err(e) => JobOutput::Done(Err(format!("undo failed: {e}"))),
     }
 }

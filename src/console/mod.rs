@@ -36,11 +36,12 @@ pub fn build_app(
     extra: Vec<ExtraSource>,
     telemetry: &Telemetry,
 ) -> App {
+    let loaded_for_journal = config::load_or_default(global.config.as_deref());
     let LoadedConfig {
         config,
         path,
         mut warnings,
-    } = config::load_or_default(global.config.as_deref());
+    } = loaded_for_journal.clone();
     let user_dir = path
         .as_ref()
         .and_then(|p| p.parent().map(|d| d.to_path_buf()))
@@ -123,6 +124,13 @@ pub fn build_app(
         .unwrap_or_else(|| "dark".into());
     let (theme, theme_warnings) = theme::load(&theme_name, user_dir.as_deref(), no_color);
     warnings.extend(theme_warnings);
+    let journal = match crate::journal::Journal::configured_path(&loaded_for_journal) {
+        Some(path) => crate::journal::Journal::open(path).map(std::sync::Arc::new).map_err(|e| e.to_string()),
+        None => Err("no data directory for the journal: set TABLETOP_JOURNAL or journal_path".to_string()),
+    };
+    if let Err(e) = &journal {
+        warnings.push(format!("writes are disabled: {e}"));
+    }
     let (keymap, key_warnings) = keys::Keymap::with_overrides(&config.keys);
     warnings.extend(key_warnings);
     App::new(AppOptions {
@@ -135,6 +143,7 @@ pub fn build_app(
         traffic: TrafficCounters::attach(telemetry),
         read_only_flag: global.read_only,
         warnings,
+        journal,
     })
 }
 

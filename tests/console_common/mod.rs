@@ -39,6 +39,10 @@ pub fn app(sources: Vec<Source>) -> App {
         traffic: Arc::new(TrafficCounters::default()),
         read_only_flag: false,
         warnings: Vec::new(),
+        // Commands are answered by the tests, so the journal is never written here.
+        journal: Ok(Arc::new(tabletop::journal::Journal::for_reading(
+            std::env::temp_dir().join("tabletop-console-tests-journal.jsonl"),
+        ))),
     })
 }
 
@@ -57,7 +61,8 @@ pub fn job_of(c: &Command) -> Option<JobId> {
         | Command::CreateTable { job, .. }
         | Command::DeleteTable { job, .. }
         | Command::Write { job, .. }
-        | Command::ExternalEdit { job, .. } => Some(*job),
+        | Command::ExternalEdit { job, .. }
+        | Command::Undo { job, .. } => Some(*job),
         Command::Cancel(_) | Command::Copy(_) => None,
     }
 }
