@@ -223,25 +223,44 @@ impl Grid {
     }
 
     pub fn set_search(&mut self, search: Option<String>) {
+        // Typing usually extends the search: every row matching the longer text matched the
+        // shorter one, so only the current matches need checking again.
+        let narrowing = match (&self.search, &search) {
+            (Some(old), Some(new)) => new.to_lowercase().contains(&old.to_lowercase()),
+            _ => false,
+        };
         self.search = search;
         self.cursor = 0;
         self.scroll = 0;
-        self.refilter();
+        if narrowing {
+            let candidates = std::mem::take(&mut self.filtered);
+            self.filtered = self.matching(candidates.into_iter());
+        } else {
+            self.refilter();
+        }
     }
 
     fn refilter(&mut self) {
         self.filtered = match &self.search {
             None => Vec::new(),
-            Some(s) => {
-                let needle = s.to_lowercase();
-                self.rows
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| entity_matches(e, &needle))
-                    .map(|(i, _)| i)
-                    .collect()
-            }
+            Some(_) => self.matching(0..self.rows.len()),
         };
+    }
+
+    /// The indices among `candidates` whose row matches the search.
+    fn matching(&self, candidates: impl Iterator<Item = usize>) -> Vec<usize> {
+        let Some(s) = &self.search else {
+            return Vec::new();
+        };
+        let needle = s.to_lowercase();
+        let mut scratch = String::new();
+        candidates
+            .filter(|&i| {
+                self.rows
+                    .get(i)
+                    .is_some_and(|e| entity_matches(e, &needle, &mut scratch))
+            })
+            .collect()
     }
 
     pub fn visible_len(&self) -> usize {
@@ -436,12 +455,23 @@ pub fn value_text(v: &EdmValue, local_time: bool) -> String {
 }
 
 pub fn binary_preview(b: &[u8]) -> String {
-    let hex: String = b.iter().take(8).map(|x| format!("{x:02x}")).collect();
-    if b.len() > 8 {
-        format!("0x{hex}… ({} B)", b.len())
-    } else {
-        format!("0x{hex} ({} B)", b.len())
+    let mut out = String::with_capacity(40);
+    write_binary_preview(&mut out, b);
+    out
+}
+
+fn write_binary_preview(out: &mut String, b: &[u8]) {
+    use std::fmt::Write as _;
+    out.push_str("0x");
+    for x in b.iter().take(8) {
+        let _ = write!(out, "{x:02x}");
     }
+    let _ = write!(
+        out,
+        "{} ({} B)",
+        if b.len() > 8 { "…" } else { "" },
+        b.len()
+    );
 }
 
 /// UTC with all 7 fractional digits, or local time with its offset.
@@ -485,12 +515,45 @@ fn one_line(s: &str) -> String {
     }
 }
 
-fn entity_matches(e: &Entity, needle: &str) -> bool {
-    e.partition_key.to_lowercase().contains(needle)
-        || e.row_key.to_lowercase().contains(needle)
-        || e.properties
-            .iter()
-            .any(|p| value_text(&p.value, false).to_lowercase().contains(needle))
+/// Whether a row's keys or any value as the grid shows it contains `needle` (lowercase),
+/// ignoring case. Runs for every row on every key typed in a search, so it avoids allocating:
+/// text is compared in place, and values that need formatting reuse `scratch`.
+fn entity_matches(e: &Entity, needle: &str, scratch: &mut String) -> bool {
+    use std::fmt::Write as _;
+    contains_ignoring_case(&e.partition_key, needle)
+        || contains_ignoring_case(&e.row_key, needle)
+        || e.properties.iter().any(|p| match &p.value {
+            EdmValue::String(s) if !s.contains(['\n', '\r', '\t']) => {
+                contains_ignoring_case(s, needle)
+            }
+            EdmValue::DateTime(d) => {
+                scratch.clear();
+                let _ = write!(scratch, "{d}");
+                contains_ignoring_case(scratch, needle)
+            }
+            EdmValue::Binary(b) => {
+                scratch.clear();
+                write_binary_preview(scratch, b);
+                contains_ignoring_case(scratch, needle)
+            }
+            v => contains_ignoring_case(&value_text(v, false), needle),
+        })
+}
+
+/// `haystack.to_lowercase().contains(needle)` for a lowercase needle, without allocating when
+/// the haystack is ASCII (a non-ASCII needle cannot occur in ASCII text).
+fn contains_ignoring_case(haystack: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return true;
+    }
+    if !haystack.is_ascii() {
+        return haystack.to_lowercase().contains(needle);
+    }
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    needle.is_ascii()
+        && h.len() >= n.len()
+        && h.windows(n.len())
+            .any(|w| w.iter().zip(n).all(|(a, b)| a.to_ascii_lowercase() == *b))
 }
 
 /// 12345 → "12,345".
@@ -610,5 +673,33 @@ mod tests {
         assert_eq!(g.selected_entity().unwrap().row_key, "000004");
         g.set_search(None);
         assert_eq!(g.visible_len(), 100);
+    }
+
+    #[test]
+    fn search_narrows_and_widens_as_the_text_changes() {
+        let mut g = grid();
+        let mut p = page(0, 100, false);
+        p.entities[7].set("Name", EdmValue::String("Ärger Über".into()));
+        p.entities[8].set("Blob", EdmValue::Binary(vec![0xab, 0xcd]));
+        p.entities[9].set("Note", EdmValue::String("two\nLines".into()));
+        g.apply_page(GridMove::First, None, p);
+        for (text, n) in [
+            ("0000", 100),
+            ("00004", 11),
+            ("000042", 1),
+            ("00004", 11),
+            ("", 100),
+        ] {
+            g.set_search(Some(text.into()));
+            assert_eq!(g.visible_len(), n, "{text:?}");
+        }
+        g.set_search(Some("über".into()));
+        assert_eq!(g.selected_entity().unwrap().row_key, "000007");
+        g.set_search(Some("0XABCD".into()));
+        assert_eq!(g.selected_entity().unwrap().row_key, "000008");
+        g.set_search(Some("two⏎l".into()));
+        assert_eq!(g.selected_entity().unwrap().row_key, "000009");
+        assert!(contains_ignoring_case("Hello World", "o w"));
+        assert!(!contains_ignoring_case("Hello", "hellö"));
     }
 }
