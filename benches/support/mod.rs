@@ -71,6 +71,10 @@ pub fn app(account: Account, page_size: u32) -> App {
         traffic: Arc::new(TrafficCounters::default()),
         read_only_flag: false,
         warnings: Vec::new(),
+        // Benches only read: nothing is written to this journal.
+        journal: Ok(Arc::new(tabletop::journal::Journal::for_reading(
+            std::env::temp_dir().join("tabletop-bench-journal.jsonl"),
+        ))),
     })
 }
 

@@ -10,7 +10,6 @@ use crossterm::event::{
 use ratatui::layout::Rect;
 
 use super::editor::{Editor, EditorAction, WriteOp};
-use crate::journal::Journal;
 use super::event::{Command, Event, JobId, JobOutput};
 use super::grid::Grid;
 use super::input::{Input, InputResult};
@@ -18,6 +17,7 @@ use super::keys::{Action, Keymap};
 use super::theme::Theme;
 use crate::azure::filter;
 use crate::azure::{Entity, QuerySpec, TableClient, Telemetry};
+use crate::journal::Journal;
 
 /// Where a list of tables comes from: a profile, the local emulator, or `--connection-string`.
 pub struct Source {
@@ -1354,7 +1354,9 @@ impl App {
                 self.refresh_grid_quietly();
             }
             (Pending::Undo, JobOutput::Done(Err(e))) => self.error(e),
-            (Pending::Undo, JobOutput::UndoConflict { table, conflict }) => self.undo_conflict(table, *conflict),
+            (Pending::Undo, JobOutput::UndoConflict { table, conflict }) => {
+                self.undo_conflict(table, *conflict)
+            }
             (Pending::Refetch, JobOutput::Entity(Ok(e))) => {
                 if let Some(ed) = self
                     .editor
@@ -1394,7 +1396,12 @@ impl App {
     /// `:undo` found the entity changed since: show the three versions in the editor's conflict
     /// view: what the change left, the before-image undo would restore, and what is there now.
     fn undo_conflict(&mut self, table: String, c: crate::journal::UndoConflict) {
-        let si = self.grid.as_ref().map(|g| g.source).or(self.current_source()).unwrap_or(0);
+        let si = self
+            .grid
+            .as_ref()
+            .map(|g| g.source)
+            .or(self.current_source())
+            .unwrap_or(0);
         let read_only = self.source_read_only(si);
         match (c.before, c.expected_after, c.current) {
             (Some(before), after, current) => {

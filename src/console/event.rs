@@ -6,8 +6,8 @@ use crossterm::event::{KeyEvent, MouseEvent};
 use std::sync::Arc;
 
 use super::editor::WriteOp;
-use crate::journal::Journal;
 use crate::azure::{Continuation, Entity, EntityPage, QuerySpec, TableClient, TablePage};
+use crate::journal::Journal;
 
 /// Identifies one background job; a result whose id is no longer awaited is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -9,7 +9,9 @@ use tokio_util::sync::CancellationToken;
 use super::editor::WriteOp;
 use super::event::{Command, Event, JobId, JobOutput, WriteDone, WriteFailure};
 use crate::azure::{TableClient, TableError};
-use crate::journal::{journaled_write, session_id, undo, Journal, Mutation, UndoError, UndoOutcome};
+use crate::journal::{
+    journaled_write, session_id, undo, Journal, Mutation, UndoError, UndoOutcome,
+};
 
 /// Empty pages followed in a row before the job reports progress and keeps going.
 const MAX_EMPTY_PAGES: u32 = 10_000;
@@ -64,8 +66,20 @@ impl Jobs {
                 profile,
                 table,
                 op,
-            } => (job, Box::pin(async move { JobOutput::Written(write(&journal, &client, &profile, &table, op).await) })),
-            Command::Undo { job, journal, clients } => (job, Box::pin(async move { undo_last(&journal, &clients).await })),
+            } => (
+                job,
+                Box::pin(async move {
+                    JobOutput::Written(write(&journal, &client, &profile, &table, op).await)
+                }),
+            ),
+            Command::Undo {
+                job,
+                journal,
+                clients,
+            } => (
+                job,
+                Box::pin(async move { undo_last(&journal, &clients).await }),
+            ),
             Command::ListTables { job, client, next } => (
                 job,
                 Box::pin(async move {
@@ -170,10 +184,20 @@ impl Jobs {
 
 /// Sends one write through the journal (intent before, outcome after) and describes the
 /// outcome for the app.
-pub async fn write(journal: &Journal, client: &TableClient, profile: &str, table: &str, op: WriteOp) -> Result<WriteDone, WriteFailure> {
+pub async fn write(
+    journal: &Journal,
+    client: &TableClient,
+    profile: &str,
+    table: &str,
+    op: WriteOp,
+) -> Result<WriteDone, WriteFailure> {
     let mutation = match op {
         WriteOp::Insert(e) => Mutation::Insert(e),
-        WriteOp::Update(entity, mode, condition) => Mutation::Update { entity, mode, condition },
+        WriteOp::Update(entity, mode, condition) => Mutation::Update {
+            entity,
+            mode,
+            condition,
+        },
         WriteOp::Upsert(entity, mode) => Mutation::Upsert { entity, mode },
         WriteOp::Delete {
             partition_key,
@@ -214,7 +238,11 @@ pub fn failure(e: &TableError) -> WriteFailure {
 async fn undo_last(journal: &Journal, clients: &[(String, TableClient)]) -> JobOutput {
     let entry = match journal.last_undoable(session_id()) {
         Ok(Some(e)) => e,
-        Ok(None) => return JobOutput::Done(Err("nothing to undo: no change made in this session is left to revert".into())),
+        Ok(None) => {
+            return JobOutput::Done(Err(
+                "nothing to undo: no change made in this session is left to revert".into(),
+            ))
+        }
         Err(e) => return JobOutput::Done(Err(e.to_string())),
     };
     let intent = &entry.intent;
@@ -222,10 +250,17 @@ async fn undo_last(journal: &Journal, clients: &[(String, TableClient)]) -> JobO
     let client = clients
         .iter()
         .find(|(name, _)| *name == intent.profile)
-        .or_else(|| clients.iter().find(|(_, c)| c.account().name == intent.account))
+        .or_else(|| {
+            clients
+                .iter()
+                .find(|(_, c)| c.account().name == intent.account)
+        })
         .map(|(_, c)| c);
     let Some(client) = client else {
-        return JobOutput::Done(Err(format!("cannot undo: no connection to account {} (profile {})", intent.account, intent.profile)));
+        return JobOutput::Done(Err(format!(
+            "cannot undo: no connection to account {} (profile {})",
+            intent.account, intent.profile
+        )));
     };
     match undo(journal, client, &entry).await {
         Ok(UndoOutcome::Reverted { action, .. }) => JobOutput::Done(Ok(format!(
@@ -236,7 +271,9 @@ async fn undo_last(journal: &Journal, clients: &[(String, TableClient)]) -> JobO
             intent.table,
             action.describe()
         ))),
-        Ok(UndoOutcome::NothingToUndo { reason }) => JobOutput::Done(Ok(format!("nothing to undo: {reason}"))),
+        Ok(UndoOutcome::NothingToUndo { reason }) => {
+            JobOutput::Done(Ok(format!("nothing to undo: {reason}")))
+        }
         Err(UndoError::Conflict(conflict)) => JobOutput::UndoConflict {
             table: intent.table.clone(),
             conflict,

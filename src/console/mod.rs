@@ -125,8 +125,12 @@ pub fn build_app(
     let (theme, theme_warnings) = theme::load(&theme_name, user_dir.as_deref(), no_color);
     warnings.extend(theme_warnings);
     let journal = match crate::journal::Journal::configured_path(&loaded_for_journal) {
-        Some(path) => crate::journal::Journal::open(path).map(std::sync::Arc::new).map_err(|e| e.to_string()),
-        None => Err("no data directory for the journal: set TABLETOP_JOURNAL or journal_path".to_string()),
+        Some(path) => crate::journal::Journal::open(path)
+            .map(std::sync::Arc::new)
+            .map_err(|e| e.to_string()),
+        None => Err(
+            "no data directory for the journal: set TABLETOP_JOURNAL or journal_path".to_string(),
+        ),
     };
     if let Err(e) = &journal {
         warnings.push(format!("writes are disabled: {e}"));
