@@ -8,6 +8,7 @@ mod client_ops;
 mod common;
 mod console_pty;
 mod demo_data;
+mod editor_flow;
 mod faults;
 mod harness_smoke;
 mod journal;
