@@ -8,3 +8,4 @@ mod client_ops;
 mod common;
 mod faults;
 mod harness_smoke;
+mod proxy;
