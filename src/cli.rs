@@ -88,6 +88,27 @@ pub enum Command {
     },
     /// List recent writes from the local journal (newest first), show one, or undo one.
     Journal(JournalArgs),
+    /// Run a monitoring proxy in front of a Table endpoint: point an application's TableEndpoint at it.
+    Proxy(ProxyArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ProxyArgs {
+    /// Address to listen on (keep it on loopback unless others must reach it).
+    #[arg(long, value_name = "ADDR", default_value = crate::proxy::DEFAULT_LISTEN)]
+    pub listen: std::net::SocketAddr,
+    /// The service to forward to: the emulator, or https://ACCOUNT.table.core.windows.net.
+    #[arg(long, value_name = "URL", default_value = crate::proxy::DEFAULT_UPSTREAM)]
+    pub upstream: String,
+    /// Simulate the service's per-partition limit: 503 ServerBusy beyond N entities/s per partition.
+    #[arg(long, value_name = "ENTITIES_PER_S")]
+    pub throttle: Option<f64>,
+    /// Print a summary line per interval instead of opening the dashboard.
+    #[arg(long)]
+    pub headless: bool,
+    /// Seconds between summary lines.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub interval_secs: u64,
 }
 
 #[derive(Args, Debug)]
@@ -444,6 +465,11 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
         Command::Demo => {
             return Err(Failure::usage(
                 "demo opens the console; run it from a terminal",
+            ))
+        }
+        Command::Proxy(_) => {
+            return Err(Failure::usage(
+                "proxy needs no connection; it is run by the binary's run_proxy",
             ))
         }
         Command::Tables { action: None } => {

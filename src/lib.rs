@@ -8,3 +8,4 @@ pub mod console;
 pub mod demo;
 pub mod emulator;
 pub mod journal;
+pub mod proxy;

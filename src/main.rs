@@ -37,6 +37,10 @@ async fn run(args: Cli) -> Result<(), Failure> {
         Some(Command::Demo) => demo(&global).await,
         // Listing and showing need no connection; undo connects to the entry's account.
         Some(Command::Journal(args)) => cli::journal(args, &global).await,
+        Some(Command::Proxy(args)) => {
+            let dashboard = !args.headless;
+            run_proxy(args, dashboard).await
+        }
         Some(command) => {
             let session = cli::connect(&global)?;
             match cli::run(command, &session).await {
@@ -69,4 +73,94 @@ async fn demo(global: &cli::GlobalArgs) -> Result<(), Failure> {
     let result = tabletop::console::open(global, global.theme.as_deref(), extra).await;
     env.emulator.stop();
     result.map_err(|e| Failure::with_code(1, format!("console: {e:#}")))
+}
+
+/// `tabletop proxy`: starts the proxy and, until Ctrl-C or SIGTERM, shows its traffic: the
+/// dashboard (wired in by the console integration) or, headless, a summary line per interval.
+async fn run_proxy(args: cli::ProxyArgs, dashboard: bool) -> Result<(), Failure> {
+    use std::io::Write;
+    use tabletop::proxy::{summary_line, Proxy, ProxyConfig, Summary};
+
+    if args.interval_secs == 0 {
+        return Err(Failure::usage("--interval-secs must be at least 1"));
+    }
+    let telemetry = tabletop::azure::Telemetry::new();
+    let summary = Summary::attach(&telemetry);
+    let config = ProxyConfig {
+        listen: args.listen,
+        upstream: args.upstream.clone(),
+        throttle: args.throttle,
+        account: None,
+    };
+    let proxy = Proxy::start(config, telemetry)
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    eprintln!(
+        "tabletop proxy: forwarding http://{} to {}{}",
+        proxy.addr(),
+        args.upstream,
+        args.throttle
+            .map(|r| format!(", throttling at {r} entities/s per partition"))
+            .unwrap_or_default()
+    );
+    eprintln!(
+        "tabletop proxy: point the application's table endpoint at {}",
+        proxy.table_endpoint()
+    );
+    eprintln!(
+        "tabletop proxy: e.g. {}  (keep your own key; the proxy never needs it)",
+        proxy.connection_string_hint()
+    );
+    if dashboard {
+        eprintln!(
+            "tabletop proxy: the live dashboard opens in the console integration; printing summaries instead"
+        );
+    }
+    let interval = std::time::Duration::from_secs(args.interval_secs);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    let mut last = std::time::Instant::now();
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = ticks.tick() => {
+                let now = std::time::Instant::now();
+                let line = summary_line(&summary.take(), now - last);
+                last = now;
+                let stamp = time::OffsetDateTime::now_utc()
+                    .format(time::macros::format_description!("[hour]:[minute]:[second]Z"))
+                    .unwrap_or_default();
+                if writeln!(std::io::stdout(), "{stamp}  {line}").is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    eprintln!("tabletop proxy: stopping");
+    proxy.stop().await;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or (on Unix) SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

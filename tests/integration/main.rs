@@ -12,3 +12,4 @@ mod editor_flow;
 mod faults;
 mod harness_smoke;
 mod journal;
+mod proxy;
