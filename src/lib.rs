@@ -7,3 +7,4 @@ pub mod config;
 pub mod console;
 pub mod demo;
 pub mod emulator;
+pub mod metrics;
