@@ -8,4 +8,5 @@ pub mod console;
 pub mod demo;
 pub mod emulator;
 pub mod journal;
+pub mod metrics;
 pub mod proxy;
