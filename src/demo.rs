@@ -983,6 +983,124 @@ fn device_telemetry() -> Vec<Entity> {
     out
 }
 
+/// The partition limit the demo's proxy simulates: low enough that a laptop's emulator shows
+/// throttling and a hot partition without being saturated.
+pub const DEMO_THROTTLE: f64 = 100.0;
+/// The table the synthetic application writes.
+pub const TRAFFIC_TABLE: &str = "AppTraffic";
+/// The table its append-only logger writes (its own table, so the key order is its own).
+pub const EVENTS_TABLE: &str = "AppEvents";
+
+/// A synthetic application, sent through the throttling proxy at `endpoint` until `cancel`:
+/// one hot partition (more than its limit: 503s and retries), an append-only writer (keys that
+/// only grow), a well-spread writer, and an occasional full-table scan. Bounded in rate.
+pub async fn synthetic_traffic(
+    endpoint: String,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<(), DemoError> {
+    // Retries with a short backoff, as a well-behaved application would.
+    let retry = crate::azure::RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_millis(50),
+        min_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(400),
+        attempt_timeout: Duration::from_secs(10),
+    };
+    let client = TableClient::new(
+        Account::development_at(&endpoint),
+        ClientOptions {
+            retry,
+            ..ClientOptions::default()
+        },
+    )
+    .map_err(DemoError::Client)?;
+    for table in [TRAFFIC_TABLE, EVENTS_TABLE] {
+        match client.create_table(table).await {
+            Ok(()) => {}
+            Err(e) if e.code() == Some("TableAlreadyExists") => {}
+            Err(e) => {
+                return Err(DemoError::Table {
+                    table: table.into(),
+                    step: "creating the synthetic application's table".into(),
+                    source: e,
+                })
+            }
+        }
+    }
+    let mut tasks = JoinSet::new();
+    // The hot tenant: six writers with no pacing, so the proxy's limit throttles them.
+    for w in 0..6u32 {
+        let (c, cancel) = (client.clone(), cancel.clone());
+        tasks.spawn(async move {
+            let mut n = 0u64;
+            while !cancel.is_cancelled() {
+                n += 1;
+                let e = Entity::new("tenant-hot", format!("w{w}-{:06}", n % 5_000))
+                    .with("Seq", EdmValue::Int64(n as i64));
+                if c.upsert(TRAFFIC_TABLE, &e, crate::azure::UpdateMode::Replace)
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        });
+    }
+    // Append-only: the PartitionKey is a timestamp, so every insert goes to the last range.
+    {
+        let (c, cancel) = (client.clone(), cancel.clone());
+        tasks.spawn(async move {
+            let mut n = 0u64;
+            while !cancel.is_cancelled() {
+                n += 1;
+                let pk = format!("log-{}", DateTime::now());
+                let e = Entity::new(pk, format!("{n:08}"))
+                    .with("Message", EdmValue::String("user signed in".into()));
+                let _ = c.insert(EVENTS_TABLE, &e).await;
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+        });
+    }
+    // Well spread: random tenants, paced.
+    {
+        let (c, cancel) = (client.clone(), cancel.clone());
+        tasks.spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(SEED);
+            while !cancel.is_cancelled() {
+                let e = Entity::new(
+                    format!("tenant-{:03}", rng.u32(..200)),
+                    format!("{:06}", rng.u32(..1_000)),
+                )
+                .with("Amount", EdmValue::Double(rng.f64() * 100.0));
+                let _ = c
+                    .upsert(TRAFFIC_TABLE, &e, crate::azure::UpdateMode::Merge)
+                    .await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+    }
+    // A report that scans the whole table every few seconds.
+    {
+        let (c, cancel) = (client.clone(), cancel.clone());
+        tasks.spawn(async move {
+            while !cancel.is_cancelled() {
+                let spec = crate::azure::QuerySpec {
+                    page_size: Some(100),
+                    ..crate::azure::QuerySpec::default()
+                };
+                let _ = c.query_page(TRAFFIC_TABLE, &spec, None).await;
+                tokio::select! {
+                    _ = cancel.cancelled() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                }
+            }
+        });
+    }
+    cancel.cancelled().await;
+    tasks.abort_all();
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,7 +31,7 @@ fn main() -> ExitCode {
 async fn run(args: Cli) -> Result<(), Failure> {
     let global = args.global;
     match args.command {
-        None => tabletop::console::open(&global, global.theme.as_deref(), Vec::new())
+        None => tabletop::console::open(&global, global.theme.as_deref(), Default::default())
             .await
             .map_err(|e| Failure::with_code(1, format!("console: {e:#}"))),
         Some(Command::Demo) => demo(&global).await,
@@ -39,7 +39,7 @@ async fn run(args: Cli) -> Result<(), Failure> {
         Some(Command::Journal(args)) => cli::journal(args, &global).await,
         Some(Command::Proxy(args)) => {
             let dashboard = !args.headless;
-            run_proxy(args, dashboard).await
+            run_proxy(args, dashboard, &global).await
         }
         Some(command) => {
             let session = cli::connect(&global)?;
@@ -58,26 +58,77 @@ async fn run(args: Cli) -> Result<(), Failure> {
     }
 }
 
-/// Starts Azurite with sample data, opens the console on it, and stops the emulator on exit.
+/// Starts Azurite with sample data and a synthetic application sent through the throttling
+/// proxy, opens the console on it, and stops everything on exit.
 async fn demo(global: &cli::GlobalArgs) -> Result<(), Failure> {
+    use tabletop::proxy::{Proxy, ProxyConfig};
     let mut progress = |line: &str| eprintln!("tabletop demo: {line}");
     let env = tabletop::demo::prepare(&mut progress)
         .await
         .map_err(|e| Failure::with_code(1, format!("demo: {e}")))?;
     let account = tabletop::azure::Account::from_connection_string(&env.connection_string)
         .map_err(|e| Failure::with_code(1, e.to_string()))?;
-    let extra = vec![tabletop::console::ExtraSource {
-        name: "demo".into(),
-        account,
-    }];
-    let result = tabletop::console::open(global, global.theme.as_deref(), extra).await;
+    // The synthetic application's traffic goes through a throttling proxy whose records feed
+    // the dashboard, together with the console's own requests.
+    let telemetry = tabletop::azure::Telemetry::new();
+    let upstream = account
+        .endpoint
+        .trim_end_matches(tabletop::emulator::DEV_ACCOUNT)
+        .trim_end_matches('/')
+        .to_string();
+    let proxy = Proxy::start(
+        ProxyConfig {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            upstream,
+            throttle: Some(tabletop::demo::DEMO_THROTTLE),
+            account: None,
+        },
+        telemetry.clone(),
+    )
+    .await
+    .map_err(|e| Failure::with_code(1, format!("demo: proxy: {e}")))?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let traffic = tokio::spawn(tabletop::demo::synthetic_traffic(
+        proxy.table_endpoint(),
+        cancel.clone(),
+    ));
+    progress(&format!(
+        "a synthetic application writes {} through a proxy that throttles each partition at {} entities/s: press 4 for the dashboard",
+        tabletop::demo::TRAFFIC_TABLE,
+        tabletop::demo::DEMO_THROTTLE
+    ));
+    let setup = tabletop::console::ConsoleSetup {
+        extra: vec![tabletop::console::ExtraSource {
+            name: "demo".into(),
+            account,
+        }],
+        telemetry: Some(telemetry),
+        dashboard_source: Some(format!(
+            "demo app via proxy (limit {} entities/s per partition) + console",
+            tabletop::demo::DEMO_THROTTLE
+        )),
+        start_on_dashboard: false,
+        // Judge partitions against the limit the proxy simulates.
+        targets: Some(tabletop::config::Targets {
+            partition_entities_per_s: tabletop::demo::DEMO_THROTTLE as u32,
+            account_entities_per_s: 2_000,
+        }),
+    };
+    let result = tabletop::console::open(global, global.theme.as_deref(), setup).await;
+    cancel.cancel();
+    let _ = traffic.await;
+    proxy.stop().await;
     env.emulator.stop();
     result.map_err(|e| Failure::with_code(1, format!("console: {e:#}")))
 }
 
 /// `tabletop proxy`: starts the proxy and, until Ctrl-C or SIGTERM, shows its traffic: the
 /// dashboard (wired in by the console integration) or, headless, a summary line per interval.
-async fn run_proxy(args: cli::ProxyArgs, dashboard: bool) -> Result<(), Failure> {
+async fn run_proxy(
+    args: cli::ProxyArgs,
+    dashboard: bool,
+    global: &cli::GlobalArgs,
+) -> Result<(), Failure> {
     use std::io::Write;
     use tabletop::proxy::{summary_line, Proxy, ProxyConfig, Summary};
 
@@ -92,7 +143,7 @@ async fn run_proxy(args: cli::ProxyArgs, dashboard: bool) -> Result<(), Failure>
         throttle: args.throttle,
         account: None,
     };
-    let proxy = Proxy::start(config, telemetry)
+    let proxy = Proxy::start(config, telemetry.clone())
         .await
         .map_err(|e| Failure::usage(e.to_string()))?;
     eprintln!(
@@ -112,9 +163,15 @@ async fn run_proxy(args: cli::ProxyArgs, dashboard: bool) -> Result<(), Failure>
         proxy.connection_string_hint()
     );
     if dashboard {
-        eprintln!(
-            "tabletop proxy: the live dashboard opens in the console integration; printing summaries instead"
-        );
+        let setup = tabletop::console::ConsoleSetup {
+            telemetry: Some(telemetry),
+            dashboard_source: Some(format!("proxy {} → {}", proxy.addr(), args.upstream)),
+            start_on_dashboard: true,
+            ..Default::default()
+        };
+        let result = tabletop::console::open(global, global.theme.as_deref(), setup).await;
+        proxy.stop().await;
+        return result.map_err(|e| Failure::with_code(1, format!("console: {e:#}")));
     }
     let interval = std::time::Duration::from_secs(args.interval_secs);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);

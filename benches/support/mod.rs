@@ -72,6 +72,13 @@ pub fn app(account: Account, page_size: u32) -> App {
         read_only_flag: false,
         warnings: Vec::new(),
         // Benches only read: nothing is written to this journal.
+        dashboard: tabletop::console::dashboard::Dashboard::new(
+            Arc::new(tabletop::metrics::Hub::new(
+                tabletop::config::Targets::default(),
+                std::time::SystemTime::now,
+            )),
+            "test traffic",
+        ),
         journal: Ok(Arc::new(tabletop::journal::Journal::for_reading(
             std::env::temp_dir().join("tabletop-bench-journal.jsonl"),
         ))),

@@ -9,6 +9,7 @@ use crossterm::event::{
 };
 use ratatui::layout::Rect;
 
+use super::dashboard::{Dashboard, DashboardAction};
 use super::editor::{Editor, EditorAction, WriteOp};
 use super::event::{Command, Event, JobId, JobOutput};
 use super::grid::Grid;
@@ -72,6 +73,7 @@ pub enum Pane {
     Grid,
     Entity,
     Editor,
+    Dashboard,
 }
 
 /// What an awaited job's result is for (beyond table lists and grid pages).
@@ -91,6 +93,8 @@ pub enum Pending {
     Refetch,
     /// `:undo`.
     Undo,
+    /// A dashboard export.
+    Export,
 }
 
 /// A dialog or input line drawn over the panes; it gets keys first.
@@ -232,6 +236,8 @@ pub struct App {
     pending: std::collections::HashMap<JobId, Pending>,
     /// Every write goes to this journal first; without one, writes are refused.
     pub journal: Result<Arc<Journal>, String>,
+    pub dashboard: Dashboard,
+    last_dashboard_refresh: std::time::Instant,
 }
 
 pub struct AppOptions {
@@ -246,6 +252,7 @@ pub struct AppOptions {
     /// Messages to show at start (config warnings).
     pub warnings: Vec<String>,
     pub journal: Result<Arc<Journal>, String>,
+    pub dashboard: Dashboard,
 }
 
 impl App {
@@ -285,6 +292,8 @@ impl App {
             editor: None,
             pending: std::collections::HashMap::new(),
             journal: options.journal,
+            dashboard: options.dashboard,
+            last_dashboard_refresh: std::time::Instant::now(),
         };
         // The first source opens at start so the user sees tables at once.
         if !app.sources.is_empty() {
@@ -307,6 +316,22 @@ impl App {
     /// Whether a spinner should turn (some job is awaited).
     pub fn busy(&self) -> bool {
         !self.awaited.is_empty()
+    }
+
+    /// The dashboard is on screen and not paused: it refreshes every second.
+    pub fn dashboard_live(&self) -> bool {
+        self.focus == Pane::Dashboard && !self.dashboard.paused
+    }
+
+    fn dashboard_due(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        if now.duration_since(self.last_dashboard_refresh) >= std::time::Duration::from_millis(900)
+        {
+            self.last_dashboard_refresh = now;
+            true
+        } else {
+            false
+        }
     }
 
     pub fn in_flight(&self) -> usize {
@@ -378,6 +403,10 @@ impl App {
                     self.spinner = self.spinner.wrapping_add(1);
                     self.dirty = true;
                 }
+                if self.dashboard_live() && self.dashboard_due() {
+                    self.dashboard.refresh();
+                    self.dirty = true;
+                }
             }
         }
     }
@@ -409,6 +438,29 @@ impl App {
         if self.overlay.is_some() {
             self.on_overlay_key(key);
             return;
+        }
+        if self.focus == Pane::Dashboard {
+            match self.dashboard.handle_key(&key) {
+                DashboardAction::Unhandled => {}
+                DashboardAction::None => return,
+                DashboardAction::Message(m) => {
+                    self.info(m);
+                    return;
+                }
+                DashboardAction::Export {
+                    file_name,
+                    contents,
+                } => {
+                    let job = self.job();
+                    self.pending.insert(job, Pending::Export);
+                    self.commands.push(Command::Export {
+                        job,
+                        file_name,
+                        contents,
+                    });
+                    return;
+                }
+            }
         }
         if self.focus == Pane::Editor {
             if let Some(mut ed) = self.editor.take() {
@@ -458,6 +510,10 @@ impl App {
             Action::FocusTables => self.focus = Pane::Tables,
             Action::FocusGrid if self.grid.is_some() => self.focus = Pane::Grid,
             Action::FocusEntity if self.entity.entity.is_some() => self.focus = Pane::Entity,
+            Action::FocusDashboard => {
+                self.focus = Pane::Dashboard;
+                self.dashboard.refresh();
+            }
             Action::ToggleTimeZone => {
                 self.local_time = !self.local_time;
                 self.info(if self.local_time {
@@ -471,6 +527,17 @@ impl App {
                 Pane::Grid => self.grid_action(action),
                 Pane::Entity => self.entity_action(action),
                 Pane::Editor => {}
+                Pane::Dashboard => {
+                    if action == Action::Back {
+                        self.focus = if self.grid.is_some() {
+                            Pane::Grid
+                        } else {
+                            Pane::Tables
+                        };
+                    } else if action == Action::Refresh {
+                        self.dashboard.refresh();
+                    }
+                }
             },
         }
     }
@@ -486,6 +553,7 @@ impl App {
         if self.editor.is_some() {
             panes.push(Pane::Editor);
         }
+        panes.push(Pane::Dashboard);
         let i = panes.iter().position(|p| *p == self.focus).unwrap_or(0) as i32;
         let n = panes.len() as i32;
         self.focus = panes[((i + step).rem_euclid(n)) as usize];
@@ -1349,6 +1417,8 @@ impl App {
                 }
             }
             (Pending::OpenForEdit, JobOutput::Entity(Err(e))) => self.error(e),
+            (Pending::Export, JobOutput::Done(Ok(msg))) => self.success(msg),
+            (Pending::Export, JobOutput::Done(Err(e))) => self.error(e),
             (Pending::Undo, JobOutput::Done(Ok(msg))) => {
                 self.success(msg);
                 self.refresh_grid_quietly();
@@ -1487,6 +1557,10 @@ impl App {
                 self.overlay = Some(Overlay::Help { scroll: 0 });
                 Ok(())
             }
+            "dashboard" | "dash" => {
+                self.on_action(Action::FocusDashboard);
+                Ok(())
+            }
             "undo" => {
                 let journal = self.journal.clone().map_err(|e| format!("no journal: {e}"))?;
                 let clients: Vec<(String, TableClient)> = self
@@ -1501,7 +1575,9 @@ impl App {
                 Ok(())
             }
             "" => Ok(()),
-            other => Err(format!("unknown command ':{other}' (try :table NAME, :profile NAME, :filter EXPR, :undo, :theme NAME, :help, :q)")),
+            other => Err(format!(
+                "unknown command ':{other}' (try :table NAME, :profile NAME, :filter EXPR, :undo, :dashboard, :theme NAME, :help, :q)"
+            )),
         }
     }
 

@@ -9,15 +9,21 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Modifier;
 use ratatui::symbols;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Block, BorderType, Borders, Chart, Dataset, GraphType, Paragraph, Sparkline, Wrap};
+use ratatui::widgets::{
+    Axis, Block, BorderType, Borders, Chart, Dataset, GraphType, Paragraph, Sparkline, Wrap,
+};
 use ratatui::Frame;
 
 use super::grid::group;
 use super::theme::{Slot, Theme};
-use crate::metrics::{Hub, RankBy, Snapshot};
+use crate::metrics::{Hub, RankBy, Snapshot, WarningKind};
 
 /// The windows `w` cycles through.
-pub const WINDOWS: [Duration; 3] = [Duration::from_secs(60), Duration::from_secs(300), Duration::from_secs(10)];
+pub const WINDOWS: [Duration; 3] = [
+    Duration::from_secs(60),
+    Duration::from_secs(300),
+    Duration::from_secs(10),
+];
 
 pub struct Dashboard {
     pub hub: Arc<Hub>,
@@ -37,7 +43,10 @@ pub enum DashboardAction {
     /// Not a dashboard key: let the global keymap have it.
     Unhandled,
     /// Write the current view to a file.
-    Export { file_name: String, contents: String },
+    Export {
+        file_name: String,
+        contents: String,
+    },
     Message(String),
 }
 
@@ -57,7 +66,11 @@ impl Dashboard {
     /// Takes a fresh snapshot unless paused.
     pub fn refresh(&mut self) {
         if !self.paused {
-            self.snapshot = Some(self.hub.snapshot_by(self.window, SystemTime::now(), self.rank_by));
+            self.snapshot = Some(self.hub.snapshot_by(
+                self.window,
+                SystemTime::now(),
+                self.rank_by,
+            ));
         }
     }
 
@@ -84,7 +97,11 @@ impl Dashboard {
                 if !self.paused {
                     self.refresh();
                 }
-                DashboardAction::Message(if self.paused { "dashboard paused (space resumes)".into() } else { "dashboard live".into() })
+                DashboardAction::Message(if self.paused {
+                    "dashboard paused (space resumes)".into()
+                } else {
+                    "dashboard live".into()
+                })
             }
             KeyCode::Char('x') | KeyCode::Char('X') => {
                 let Some(snap) = &self.snapshot else {
@@ -98,7 +115,11 @@ impl Dashboard {
                 };
                 match contents {
                     Ok(contents) => DashboardAction::Export {
-                        file_name: format!("tabletop-dashboard-{}.{}", snap.now_unix_secs, if csv { "csv" } else { "json" }),
+                        file_name: format!(
+                            "tabletop-dashboard-{}.{}",
+                            snap.now_unix_secs,
+                            if csv { "csv" } else { "json" }
+                        ),
                         contents,
                     },
                     Err(e) => DashboardAction::Message(format!("export failed: {e}")),
@@ -136,12 +157,26 @@ fn ms(v: Option<f64>) -> String {
     }
 }
 
+fn warning_label(kind: WarningKind) -> &'static str {
+    match kind {
+        WarningKind::HotPartition => "HOT PARTITION",
+        WarningKind::AccountOverTarget => "ACCOUNT OVER TARGET",
+        WarningKind::AppendOnly => "APPEND-ONLY KEYS",
+        WarningKind::PrependOnly => "PREPEND-ONLY KEYS",
+        WarningKind::TableScan => "TABLE SCANS",
+        WarningKind::RetryStorm => "RETRY STORM",
+    }
+}
+
 const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// A one-line sparkline of the last `width` values, scaled to `max` (or their own maximum).
 pub fn sparkline_text(values: &[u32], width: usize, max: Option<u32>) -> String {
     let tail = &values[values.len().saturating_sub(width)..];
-    let top = max.unwrap_or(0).max(tail.iter().copied().max().unwrap_or(0)).max(1);
+    let top = max
+        .unwrap_or(0)
+        .max(tail.iter().copied().max().unwrap_or(0))
+        .max(1);
     tail.iter()
         .map(|&v| {
             if v == 0 {
@@ -155,16 +190,34 @@ pub fn sparkline_text(values: &[u32], width: usize, max: Option<u32>) -> String 
 
 pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bool) {
     let live = if d.paused {
-        Span::styled(" PAUSED ", t.style(Slot::Warning).add_modifier(Modifier::REVERSED))
+        Span::styled(
+            " PAUSED ",
+            t.style(Slot::Warning).add_modifier(Modifier::REVERSED),
+        )
     } else {
         Span::styled(" LIVE ", t.style(Slot::Success))
     };
     let heading = Line::from(vec![
-        Span::styled(" Dashboard ", t.style(if focused { Slot::TitleFocused } else { Slot::Title })),
-        Span::styled(format!("· {} · last {} s · by {} ", d.source, d.window.as_secs(), match d.rank_by {
-            RankBy::Entities => "entities/s",
-            RankBy::Throttled => "throttling",
-        }), t.style(Slot::Muted)),
+        Span::styled(
+            " Dashboard ",
+            t.style(if focused {
+                Slot::TitleFocused
+            } else {
+                Slot::Title
+            }),
+        ),
+        Span::styled(
+            format!(
+                "· {} · last {} s · by {} ",
+                d.source,
+                d.window.as_secs(),
+                match d.rank_by {
+                    RankBy::Entities => "entities/s",
+                    RankBy::Throttled => "throttling",
+                }
+            ),
+            t.style(Slot::Muted),
+        ),
         live,
     ]);
     let hints = Line::from(Span::styled(
@@ -173,14 +226,25 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
     ));
     let block = Block::default()
         .borders(Borders::ALL)
-        .border_type(if focused { BorderType::Thick } else { BorderType::Plain })
-        .border_style(t.style(if focused { Slot::BorderFocused } else { Slot::Border }))
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Plain
+        })
+        .border_style(t.style(if focused {
+            Slot::BorderFocused
+        } else {
+            Slot::Border
+        }))
         .title(heading)
         .title_bottom(hints);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(snap) = &d.snapshot else {
-        frame.render_widget(Paragraph::new(Span::styled("collecting…", t.style(Slot::Muted))), inner);
+        frame.render_widget(
+            Paragraph::new(Span::styled("collecting…", t.style(Slot::Muted))),
+            inner,
+        );
         return;
     };
     let Some(account) = snap.account() else {
@@ -195,7 +259,7 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
         return;
     };
 
-    let warnings_h = (snap.warnings.len() as u16 * 2).min(8).max(1) + 1;
+    let warnings_h = (snap.warnings.len() as u16 * 2).clamp(1, 8) + 1;
     let chart_h = if inner.height >= 30 { 10 } else { 6 };
     let [summary, charts, table, warnings] = Layout::vertical([
         Constraint::Length(1),
@@ -211,13 +275,30 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
         Span::styled(format!("{} ", account.account), t.style(Slot::ProfileBadge)),
         Span::styled(
             format!("{} entities/s", rate(account.entities_per_s)),
-            t.style(if over { Slot::GaugeHot } else if account.pct_of_target >= 75.0 { Slot::GaugeWarn } else { Slot::GaugeOk }),
+            t.style(if over {
+                Slot::GaugeHot
+            } else if account.pct_of_target >= 75.0 {
+                Slot::GaugeWarn
+            } else {
+                Slot::GaugeOk
+            }),
         ),
-        Span::styled(format!(" ({:.0} % of {})", account.pct_of_target, group(snap.account_target as u64)), t.style(Slot::Muted)),
+        Span::styled(
+            format!(
+                " ({:.0} % of {})",
+                account.pct_of_target,
+                group(snap.account_target as u64)
+            ),
+            t.style(Slot::Muted),
+        ),
         Span::raw(format!(" · {} req/s", rate(account.requests_per_s))),
         Span::styled(
             format!(" · throttled {:.1} %", account.throttled_pct),
-            t.style(if account.throttled_pct > 0.0 { Slot::Error } else { Slot::Muted }),
+            t.style(if account.throttled_pct > 0.0 {
+                Slot::Error
+            } else {
+                Slot::Muted
+            }),
         ),
         Span::raw(format!(
             " · 503 ×{} · 500 ×{} · timeouts ×{} · retries {}/s · p50 {} ms · p99 {} ms",
@@ -230,12 +311,16 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
         )),
     ];
     if snap.accounts.len() > 1 {
-        spans.push(Span::styled(format!(" · +{} accounts", snap.accounts.len() - 1), t.style(Slot::Muted)));
+        spans.push(Span::styled(
+            format!(" · +{} accounts", snap.accounts.len() - 1),
+            t.style(Slot::Muted),
+        ));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), summary);
 
     // Account entities/s against its target, and throttled % over time.
-    let [left, right] = Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)]).areas(charts);
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(65), Constraint::Percentage(35)]).areas(charts);
     let n = account.series.len().max(1);
     let points: Vec<(f64, f64)> = account
         .series
@@ -246,7 +331,11 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
     let peak = points.iter().map(|p| p.1).fold(0.0, f64::max);
     let target = snap.account_target as f64;
     let y_max = (peak.max(target * 0.25) * 1.15).max(10.0);
-    let target_line: Vec<(f64, f64)> = if target <= y_max { vec![(0.0, target), ((n - 1) as f64, target)] } else { Vec::new() };
+    let target_line: Vec<(f64, f64)> = if target <= y_max {
+        vec![(0.0, target), ((n - 1) as f64, target)]
+    } else {
+        Vec::new()
+    };
     let datasets = vec![
         Dataset::default()
             .name("entities/s")
@@ -263,7 +352,11 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
     ];
     let chart = Chart::new(datasets)
         .block(Block::default().title(Span::styled("account entities/s", t.style(Slot::Header))))
-        .x_axis(Axis::default().bounds([0.0, (n.saturating_sub(1)).max(1) as f64]).style(t.style(Slot::Muted)))
+        .x_axis(
+            Axis::default()
+                .bounds([0.0, (n.saturating_sub(1)).max(1) as f64])
+                .style(t.style(Slot::Muted)),
+        )
         .y_axis(
             Axis::default()
                 .bounds([0.0, y_max])
@@ -276,10 +369,18 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
         .iter()
         .map(|s| (s.totals.throttled_pct() * 10.0).round() as u64)
         .collect();
-    let tail = &throttled[throttled.len().saturating_sub(right.width.saturating_sub(2) as usize)..];
+    let tail = &throttled[throttled
+        .len()
+        .saturating_sub(right.width.saturating_sub(2) as usize)..];
     let spark = Sparkline::default()
         .block(Block::default().title(Span::styled(
-            format!("throttled % (now {:.1} %)", account.series.last().map_or(0.0, |s| s.totals.throttled_pct())),
+            format!(
+                    "throttled % (now {:.1} %)",
+                    account
+                        .series
+                        .last()
+                        .map_or(0.0, |s| s.totals.throttled_pct())
+                ),
             t.style(Slot::Header),
         )))
         .data(tail)
@@ -289,17 +390,34 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
 
     // Top partitions.
     let trend_w = 16usize;
-    let name_w = (table.width as usize).saturating_sub(62 + trend_w).clamp(12, 48);
+    let name_w = (table.width as usize)
+        .saturating_sub(62 + trend_w)
+        .clamp(12, 48);
     let mut lines = vec![Line::from(Span::styled(
         format!(
             "{:<name_w$} {:>7} {:>8} {:>6} {:>6} {:>5} {:>7} {:>6} {:>6}  {}",
-            "table / partition", "req/s", "ent/s", "%tgt", "503", "500", "retries", "p50", "p99", "entities/s"
+            "table / partition",
+            "req/s",
+            "ent/s",
+            "%tgt",
+            "503",
+            "500",
+            "retries",
+            "p50",
+            "p99",
+            "entities/s"
         ),
         t.style(Slot::Header),
     ))];
     let visible = table.height.saturating_sub(1) as usize;
     let start = d.selected.saturating_sub(visible.saturating_sub(1));
-    for (i, p) in snap.partitions.iter().enumerate().skip(start).take(visible.saturating_sub(1)) {
+    for (i, p) in snap
+        .partitions
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(visible.saturating_sub(1))
+    {
         let mut name = format!("{}/{}", p.table, p.partition_key);
         if name.chars().count() > name_w {
             name = name.chars().take(name_w - 1).collect::<String>() + "…";
@@ -328,7 +446,10 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
                 ),
                 t.style(slot),
             ),
-            Span::styled(sparkline_text(&p.entities_series, trend_w, Some(snap.partition_target)), t.style(Slot::Sparkline)),
+            Span::styled(
+                sparkline_text(&p.entities_series, trend_w, Some(snap.partition_target)),
+                t.style(Slot::Sparkline),
+            ),
         ]);
         if i == d.selected && focused {
             line = line.style(t.style(Slot::Selected));
@@ -336,7 +457,10 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
         lines.push(line);
     }
     if snap.partitions.is_empty() {
-        lines.push(Line::from(Span::styled("no partition traffic in the window", t.style(Slot::Muted))));
+        lines.push(Line::from(Span::styled(
+            "no partition traffic in the window",
+            t.style(Slot::Muted),
+        )));
     } else if snap.other.requests > 0 && lines.len() < visible {
         lines.push(Line::from(Span::styled(
             format!(
@@ -357,14 +481,23 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
         t.style(Slot::Header),
     ))];
     if snap.warnings.is_empty() {
-        lines[0] = Line::from(Span::styled("No warnings: no hot partition, key-order pattern, scan or retry storm in the window.", t.style(Slot::Success)));
+        lines[0] = Line::from(Span::styled(
+            "No warnings: no hot partition, key-order pattern, scan or retry storm in the window.",
+            t.style(Slot::Success),
+        ));
     }
     for w in &snap.warnings {
         lines.push(Line::from(vec![
-            Span::styled(format!("⚠ {} ", w.kind.label()), t.style(Slot::Warning).add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!("⚠ {} ", warning_label(w.kind)),
+                t.style(Slot::Warning).add_modifier(Modifier::BOLD),
+            ),
             Span::raw(w.subject.clone()),
         ]));
-        lines.push(Line::from(Span::styled(format!("  why: {}", w.why), t.style(Slot::Muted))));
+        lines.push(Line::from(Span::styled(
+            format!("  why: {}", w.why),
+            t.style(Slot::Muted),
+        )));
     }
     frame.render_widget(Paragraph::new(lines), warnings);
 }
@@ -375,7 +508,10 @@ mod tests {
 
     #[test]
     fn sparklines_scale_to_the_target() {
-        assert_eq!(sparkline_text(&[0, 1000, 2000, 4000], 4, Some(2000)), " ▄▇█");
+        assert_eq!(
+            sparkline_text(&[0, 1000, 2000, 4000], 4, Some(2000)),
+            " ▄▇█"
+        );
         assert_eq!(sparkline_text(&[5; 20], 3, None).chars().count(), 3);
     }
 }

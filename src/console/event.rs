@@ -123,6 +123,12 @@ pub enum Command {
         job: JobId,
         text: String,
     },
+    /// Write the dashboard's view to a file in the working directory.
+    Export {
+        job: JobId,
+        file_name: String,
+        contents: String,
+    },
     Cancel(JobId),
     /// Put text on the clipboard through OSC 52 (works over SSH).
     Copy(String),

@@ -80,6 +80,22 @@ impl Jobs {
                 job,
                 Box::pin(async move { undo_last(&journal, &clients).await }),
             ),
+            Command::Export {
+                job,
+                file_name,
+                contents,
+            } => (
+                job,
+                Box::pin(async move {
+                    let path = std::env::current_dir()
+                        .map(|d| d.join(&file_name))
+                        .unwrap_or_else(|_| file_name.clone().into());
+                    JobOutput::Done(match tokio::fs::write(&path, contents).await {
+                        Ok(()) => Ok(format!("exported the dashboard to {}", path.display())),
+                        Err(e) => Err(format!("cannot write {}: {e}", path.display())),
+                    })
+                }),
+            ),
             Command::ListTables { job, client, next } => (
                 job,
                 Box::pin(async move {

@@ -3,6 +3,7 @@
 //! themes and the keymap.
 
 pub mod app;
+pub mod dashboard;
 pub mod editor;
 pub mod editor_view;
 pub mod event;
@@ -21,6 +22,20 @@ use crate::config::{self, LoadedConfig};
 
 use app::{App, AppOptions, Source, TrafficCounters};
 
+/// What opens the console besides the config: extra sources (the demo's emulator), the
+/// telemetry that feeds the dashboard (a proxy's), and where to start.
+#[derive(Default)]
+pub struct ConsoleSetup {
+    pub extra: Vec<ExtraSource>,
+    /// Records from elsewhere (a proxy) that the dashboard shows with the console's own.
+    pub telemetry: Option<Telemetry>,
+    /// The dashboard's label of what feeds it.
+    pub dashboard_source: Option<String>,
+    pub start_on_dashboard: bool,
+    /// Targets to judge against instead of the config's (the demo's simulated limit).
+    pub targets: Option<config::Targets>,
+}
+
 /// An extra source the caller supplies (the demo's emulator).
 pub struct ExtraSource {
     pub name: String,
@@ -30,12 +45,19 @@ pub struct ExtraSource {
 /// Builds the app from the command line and the config: profiles, the local emulator and a
 /// `--connection-string` become sources; a bad config is reported in the status bar and the
 /// console starts on defaults.
-pub fn build_app(
-    global: &GlobalArgs,
-    theme_flag: Option<&str>,
-    extra: Vec<ExtraSource>,
-    telemetry: &Telemetry,
-) -> App {
+pub fn build_app(global: &GlobalArgs, theme_flag: Option<&str>, setup: ConsoleSetup) -> App {
+    // The console's own requests; the status bar counts only these, the dashboard also sees
+    // whatever the caller feeds it (a proxy's traffic).
+    let own = Telemetry::new();
+    let telemetry = &own;
+    let external = setup.telemetry.clone();
+    let ConsoleSetup {
+        extra,
+        dashboard_source,
+        start_on_dashboard,
+        targets,
+        ..
+    } = setup;
     let loaded_for_journal = config::load_or_default(global.config.as_deref());
     let LoadedConfig {
         config,
@@ -135,9 +157,21 @@ pub fn build_app(
     if let Err(e) = &journal {
         warnings.push(format!("writes are disabled: {e}"));
     }
+    let hub = std::sync::Arc::new(crate::metrics::Hub::new(
+        targets.unwrap_or(config.targets),
+        std::time::SystemTime::now,
+    ));
+    hub.attach(telemetry);
+    if let Some(ext) = &external {
+        hub.attach(ext);
+    }
+    let dashboard = dashboard::Dashboard::new(
+        hub,
+        dashboard_source.unwrap_or_else(|| "this console's traffic".into()),
+    );
     let (keymap, key_warnings) = keys::Keymap::with_overrides(&config.keys);
     warnings.extend(key_warnings);
-    App::new(AppOptions {
+    let mut app = App::new(AppOptions {
         sources,
         keymap,
         theme,
@@ -148,16 +182,20 @@ pub fn build_app(
         read_only_flag: global.read_only,
         warnings,
         journal,
-    })
+        dashboard,
+    });
+    if start_on_dashboard {
+        app.on_action(keys::Action::FocusDashboard);
+    }
+    app
 }
 
 /// Opens the console and returns when the user quits.
 pub async fn open(
     global: &GlobalArgs,
     theme_flag: Option<&str>,
-    extra: Vec<ExtraSource>,
+    setup: ConsoleSetup,
 ) -> anyhow::Result<()> {
-    let telemetry = Telemetry::new();
-    let app = build_app(global, theme_flag, extra, &telemetry);
+    let app = build_app(global, theme_flag, setup);
     run::run(app).await
 }

@@ -18,6 +18,8 @@ use super::ui;
 
 const FRAME: Duration = Duration::from_millis(16);
 const TICK: Duration = Duration::from_millis(100);
+/// The dashboard's refresh while it is on screen.
+const DASHBOARD_TICK: Duration = Duration::from_secs(1);
 
 /// Runs the console until the user quits or a signal arrives. The terminal is restored on
 /// every way out of this function (the guard), and on panic (its hook).
@@ -66,6 +68,8 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
             Some(last_draw.map_or(Duration::ZERO, |t| FRAME.saturating_sub(t.elapsed())))
         } else if app.busy() {
             Some(TICK)
+        } else if app.dashboard_live() {
+            Some(DASHBOARD_TICK)
         } else {
             None
         };
@@ -106,7 +110,7 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
                 }
             }
             _ = sleep => {
-                if !app.dirty && app.busy() {
+                if !app.dirty && (app.busy() || app.dashboard_live()) {
                     app.update(Event::Tick);
                 }
             }

@@ -31,6 +31,9 @@ pub fn draw(frame: &mut Frame, app: &App) -> Areas {
         (Pane::Editor, Some(ed)) => {
             super::editor_view::draw(frame, &app.theme, ed, main, app.local_time)
         }
+        (Pane::Dashboard, _) => {
+            super::dashboard::draw(frame, &app.theme, &app.dashboard, main, true)
+        }
         _ => draw_grid(frame, app, main),
     }
     draw_status(frame, app, status);

@@ -566,7 +566,11 @@ pub(super) fn build(
             continue;
         }
         let eps = t.entities as f64 / secs;
-        if eps > f64::from(part_target) {
+        // A throttled partition cannot succeed much beyond its limit, so sustained throttling
+        // near the target marks it hot too (as the service's 503s would).
+        let throttled_near_target =
+            t.throttled_pct() >= 5.0 && t.throttled() >= 10 && eps >= f64::from(part_target) * 0.5;
+        if eps > f64::from(part_target) || throttled_near_target {
             warnings.push(Warning::new(
                 WarningKind::HotPartition,
                 format!(

@@ -655,3 +655,42 @@ fn default_targets_are_the_current_guidance() {
     assert!(s.accounts.is_empty() && s.partitions.is_empty() && s.warnings.is_empty());
     assert_eq!((s.partition_target, s.account_target), (2000, 20_000));
 }
+
+#[test]
+fn a_partition_throttled_at_its_limit_is_hot_even_below_the_target() {
+    let targets = Targets {
+        partition_entities_per_s: 100,
+        account_entities_per_s: 20_000,
+    };
+    let h = hub_with(targets, HubConfig::default());
+    for sec in 0..10 {
+        // 95 successes and 30 ServerBusy a second: the limit holds it just under its target.
+        for _ in 0..95 {
+            h.record(&insert(T + sec, "t", "capped"));
+        }
+        for _ in 0..30 {
+            h.record(&AttemptRecord {
+                status: Some(503),
+                error_code: Some("ServerBusy".into()),
+                ..insert(T + sec, "t", "capped")
+            });
+        }
+        // A busy partition well below its target and never throttled is not hot.
+        for _ in 0..60 {
+            h.record(&insert(T + sec, "t", "calm"));
+        }
+    }
+    let s = h.snapshot(Duration::from_secs(10), at(T + 9));
+    let hot: Vec<&str> = s
+        .warnings
+        .iter()
+        .filter(|w| w.kind == WarningKind::HotPartition)
+        .map(|w| w.subject.as_str())
+        .collect();
+    assert_eq!(hot.len(), 1, "{hot:?}");
+    assert!(
+        hot[0].contains("t/capped") && hot[0].contains("throttled"),
+        "{}",
+        hot[0]
+    );
+}

@@ -40,6 +40,13 @@ pub fn app(sources: Vec<Source>) -> App {
         read_only_flag: false,
         warnings: Vec::new(),
         // Commands are answered by the tests, so the journal is never written here.
+        dashboard: tabletop::console::dashboard::Dashboard::new(
+            Arc::new(tabletop::metrics::Hub::new(
+                tabletop::config::Targets::default(),
+                std::time::SystemTime::now,
+            )),
+            "test traffic",
+        ),
         journal: Ok(Arc::new(tabletop::journal::Journal::for_reading(
             std::env::temp_dir().join("tabletop-console-tests-journal.jsonl"),
         ))),
@@ -62,7 +69,8 @@ pub fn job_of(c: &Command) -> Option<JobId> {
         | Command::DeleteTable { job, .. }
         | Command::Write { job, .. }
         | Command::ExternalEdit { job, .. }
-        | Command::Undo { job, .. } => Some(*job),
+        | Command::Undo { job, .. }
+        | Command::Export { job, .. } => Some(*job),
         Command::Cancel(_) | Command::Copy(_) => None,
     }
 }
