@@ -508,9 +508,12 @@ mod tests {
 
     #[test]
     fn sparklines_scale_to_the_target() {
+        // The target is the full height unless the data goes beyond it.
+        assert_eq!(sparkline_text(&[0, 500, 1000, 2000], 4, Some(2000)), " ▂▄█");
+        assert_eq!(sparkline_text(&[0, 1000], 2, Some(2000)), " ▄");
         assert_eq!(
             sparkline_text(&[0, 1000, 2000, 4000], 4, Some(2000)),
-            " ▄▇█"
+            " ▂▄█"
         );
         assert_eq!(sparkline_text(&[5; 20], 3, None).chars().count(), 3);
     }
