@@ -389,7 +389,8 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
     frame.render_widget(spark, right);
 
     // Top partitions.
-    let trend_w = 16usize;
+    // The trend column only where there is room for names beside it.
+    let trend_w = if table.width >= 110 { 16usize } else { 0 };
     let name_w = (table.width as usize)
         .saturating_sub(62 + trend_w)
         .clamp(12, 48);
@@ -405,7 +406,7 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
             "retries",
             "p50",
             "p99",
-            "entities/s"
+            if trend_w > 0 { "entities/s" } else { "" }
         ),
         t.style(Slot::Header),
     ))];
@@ -447,7 +448,11 @@ pub fn draw(frame: &mut Frame, t: &Theme, d: &Dashboard, area: Rect, focused: bo
                 t.style(slot),
             ),
             Span::styled(
-                sparkline_text(&p.entities_series, trend_w, Some(snap.partition_target)),
+                if trend_w > 0 {
+                    sparkline_text(&p.entities_series, trend_w, Some(snap.partition_target))
+                } else {
+                    String::new()
+                },
                 t.style(Slot::Sparkline),
             ),
         ]);
