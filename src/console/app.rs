@@ -1352,42 +1352,12 @@ impl App {
                     Some(n) => format!("saved: {} ({n})", op.describe()),
                     None => format!("saved: {}", op.describe()),
                 });
-                let (pk, rk) = op.keys();
-                let (pk, rk) = (pk.to_string(), rk.to_string());
-                if let (Some((client, _)), Some(table)) = (
-                    self.grid_client(),
-                    self.editor.as_ref().map(|e| e.table.clone()),
-                ) {
-                    let job = self.job();
-                    self.pending.insert(job, Pending::Refetch);
-                    self.commands.push(Command::GetEntity {
-                        job,
-                        client,
-                        table,
-                        partition_key: pk,
-                        row_key: rk,
-                    });
-                }
+                self.fetch_for_editor(&op, Pending::Refetch);
                 self.refresh_grid_quietly();
             }
             (Pending::Save(op), JobOutput::Written(Err(f))) if f.is_conflict() => {
                 // Fetch the server's version to show the three-way view.
-                let (pk, rk) = op.keys();
-                let (pk, rk) = (pk.to_string(), rk.to_string());
-                if let (Some((client, _)), Some(table)) = (
-                    self.grid_client(),
-                    self.editor.as_ref().map(|e| e.table.clone()),
-                ) {
-                    let job = self.job();
-                    self.pending.insert(job, Pending::ConflictFetch);
-                    self.commands.push(Command::GetEntity {
-                        job,
-                        client,
-                        table,
-                        partition_key: pk,
-                        row_key: rk,
-                    });
-                }
+                self.fetch_for_editor(&op, Pending::ConflictFetch);
                 self.message = Some(Message {
                     text: if f.status == Some(404) {
                         "not saved: the entity was deleted since you loaded it".into()
@@ -1493,6 +1463,24 @@ impl App {
                 "undo not applied: the entity your insert created has changed since ({}); delete it by hand if you still want it gone",
                 current.map_or("it is gone".to_string(), |e| format!("now {} properties", e.properties.len()))
             )),
+        }
+    }
+
+    /// Reads the entity a write was about, for the editor (its saved state or a conflict view).
+    fn fetch_for_editor(&mut self, op: &WriteOp, pending: Pending) {
+        let (pk, rk) = op.keys();
+        let (partition_key, row_key) = (pk.to_string(), rk.to_string());
+        let table = self.editor.as_ref().map(|e| e.table.clone());
+        if let (Some((client, _)), Some(table)) = (self.grid_client(), table) {
+            let job = self.job();
+            self.pending.insert(job, pending);
+            self.commands.push(Command::GetEntity {
+                job,
+                client,
+                table,
+                partition_key,
+                row_key,
+            });
         }
     }
 

@@ -8,6 +8,7 @@ use ratatui::Frame;
 
 use super::editor::{Conflict, Editor, EditorKind, Field, Prompt};
 use super::theme::{Slot, Theme};
+use super::ui::{centered, popup};
 use crate::azure::{EdmType, EdmValue, Entity};
 
 const TYPE_W: usize = 9;
@@ -215,7 +216,7 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
             };
             let area = bottom_popup(inner, 4);
             frame.render_widget(Clear, area);
-            let block = popup_block(t, &format!("{label} · Enter keeps · Esc cancels · alt-Enter new line"));
+            let block = popup(t, &format!("{label} · Enter keeps · Esc cancels · alt-Enter new line"));
             let input_area = block.inner(area);
             frame.render_widget(block, area);
             let text: String = input.text().chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
@@ -226,7 +227,7 @@ pub fn draw(frame: &mut Frame, t: &Theme, ed: &Editor, area: Rect, local_time: b
         Some(Prompt::TypePicker(sel)) => {
             let area = centered(inner, 30, EdmType::ALL.len() as u16 + 2);
             frame.render_widget(Clear, area);
-            let block = popup_block(t, "Type");
+            let block = popup(t, "Type");
             let list_area = block.inner(area);
             frame.render_widget(block, area);
             let lines: Vec<Line> = EdmType::ALL
@@ -310,29 +311,6 @@ fn type_slot(ty: EdmType) -> Slot {
     }
 }
 
-fn popup_block<'a>(t: &Theme, title: &str) -> Block<'a> {
-    Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Rounded)
-        .border_style(t.style(Slot::PopupBorder))
-        .style(t.style(Slot::Popup))
-        .title(Line::from(Span::styled(
-            format!(" {title} "),
-            t.style(Slot::TitleFocused),
-        )))
-}
-
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
-    let w = width.min(area.width);
-    let h = height.min(area.height);
-    Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
-    }
-}
-
 fn bottom_popup(area: Rect, height: u16) -> Rect {
     let h = height.min(area.height);
     Rect {
@@ -344,11 +322,11 @@ fn bottom_popup(area: Rect, height: u16) -> Rect {
 }
 
 fn confirm(frame: &mut Frame, t: &Theme, area: Rect, title: &str, text: &str) {
-    let popup = centered(area, 70, 6);
-    frame.render_widget(Clear, popup);
-    let block = popup_block(t, title);
-    let inner = block.inner(popup);
-    frame.render_widget(block, popup);
+    let dialog = centered(area, 70, 6);
+    frame.render_widget(Clear, dialog);
+    let block = popup(t, title);
+    let inner = block.inner(dialog);
+    frame.render_widget(block, dialog);
     frame.render_widget(
         Paragraph::new(Span::styled(text.to_string(), t.style(Slot::Warning)))
             .wrap(Wrap { trim: true }),

@@ -649,7 +649,7 @@ fn draw_status(frame: &mut Frame, app: &App, area: Rect) {
     );
 }
 
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
+pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
     Rect {
@@ -660,7 +660,7 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
     }
 }
 
-fn popup<'a>(t: &Theme, heading: &str) -> Block<'a> {
+pub(crate) fn popup<'a>(t: &Theme, heading: &str) -> Block<'a> {
     Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
