@@ -862,6 +862,41 @@ impl Mutation {
         }
     }
 
+    /// "merge PK / RK (forced)" and the like, for messages.
+    pub fn describe(&self) -> String {
+        let (pk, rk) = self.keys();
+        let forced = |c: &Condition| {
+            if *c == Condition::Force {
+                " (forced)"
+            } else {
+                ""
+            }
+        };
+        let what = match self {
+            Mutation::Insert(_) => "insert".to_string(),
+            Mutation::Update {
+                mode: UpdateMode::Merge,
+                condition,
+                ..
+            } => format!("merge{}", forced(condition)),
+            Mutation::Update {
+                mode: UpdateMode::Replace,
+                condition,
+                ..
+            } => format!("replace{}", forced(condition)),
+            Mutation::Upsert {
+                mode: UpdateMode::Replace,
+                ..
+            } => "insert-or-replace".into(),
+            Mutation::Upsert {
+                mode: UpdateMode::Merge,
+                ..
+            } => "insert-or-merge".into(),
+            Mutation::Delete { condition, .. } => format!("delete{}", forced(condition)),
+        };
+        format!("{what} {pk} / {rk}")
+    }
+
     pub fn keys(&self) -> (&str, &str) {
         match self {
             Mutation::Insert(e)

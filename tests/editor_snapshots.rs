@@ -203,7 +203,12 @@ fn saving_an_edit_queues_a_merge_of_only_the_changed_property_on_the_loaded_etag
     set_value(&mut a, "Count", "7");
     press_char(&mut a, 's');
     let (_, op) = only_write(&mut a);
-    let WriteOp::Update(e, UpdateMode::Merge, Condition::IfMatch(etag)) = op else {
+    let WriteOp::Update {
+        entity: e,
+        mode: UpdateMode::Merge,
+        condition: Condition::IfMatch(etag),
+    } = op
+    else {
         panic!("expected a conditional merge, got {op:?}")
     };
     assert_eq!(etag, typed_rows()[0].etag.clone().unwrap());
@@ -216,7 +221,12 @@ fn conflict_choices_write_conditionally_on_the_server_etag() {
     let mut a = conflict_app(false);
     press_char(&mut a, 'r');
     let (_, op) = only_write(&mut a);
-    let WriteOp::Update(e, UpdateMode::Merge, Condition::IfMatch(etag)) = op else {
+    let WriteOp::Update {
+        entity: e,
+        mode: UpdateMode::Merge,
+        condition: Condition::IfMatch(etag),
+    } = op
+    else {
         panic!("re-apply is a merge of my changes, got {op:?}")
     };
     assert!(etag.contains("11%3A00"), "{etag}");
@@ -226,7 +236,7 @@ fn conflict_choices_write_conditionally_on_the_server_etag() {
     press_char(&mut a, 'o');
     let (_, op) = only_write(&mut a);
     assert!(
-        matches!(op, WriteOp::Update(_, UpdateMode::Replace, Condition::IfMatch(ref t)) if t.contains("11%3A00")),
+        matches!(op, WriteOp::Update { entity: _, mode: UpdateMode::Replace, condition: Condition::IfMatch(ref t) } if t.contains("11%3A00")),
         "{op:?}"
     );
 

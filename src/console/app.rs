@@ -1340,9 +1340,9 @@ impl App {
                     let full = match ed.build() {
                         Ok(e) => e,
                         Err(_) => match &op {
-                            WriteOp::Insert(e) | WriteOp::Update(e, ..) | WriteOp::Upsert(e, _) => {
-                                e.clone()
-                            }
+                            WriteOp::Insert(e)
+                            | WriteOp::Update { entity: e, .. }
+                            | WriteOp::Upsert { entity: e, mode: _ } => e.clone(),
                             WriteOp::Delete { .. } => crate::azure::Entity::default(),
                         },
                     };

@@ -35,53 +35,8 @@ impl SaveMode {
     }
 }
 
-/// A write the app should send (through the journal).
-#[derive(Clone, Debug, PartialEq)]
-pub enum WriteOp {
-    Insert(Entity),
-    Update(Entity, UpdateMode, Condition),
-    Upsert(Entity, UpdateMode),
-    Delete {
-        partition_key: String,
-        row_key: String,
-        condition: Condition,
-    },
-}
-
-impl WriteOp {
-    pub fn keys(&self) -> (&str, &str) {
-        match self {
-            WriteOp::Insert(e) | WriteOp::Update(e, ..) | WriteOp::Upsert(e, _) => {
-                (&e.partition_key, &e.row_key)
-            }
-            WriteOp::Delete {
-                partition_key,
-                row_key,
-                ..
-            } => (partition_key, row_key),
-        }
-    }
-
-    pub fn describe(&self) -> String {
-        let (pk, rk) = self.keys();
-        let what = match self {
-            WriteOp::Insert(_) => "insert".to_string(),
-            WriteOp::Update(_, UpdateMode::Merge, c) => format!("merge{}", cond_text(c)),
-            WriteOp::Update(_, UpdateMode::Replace, c) => format!("replace{}", cond_text(c)),
-            WriteOp::Upsert(_, UpdateMode::Replace) => "insert-or-replace".into(),
-            WriteOp::Upsert(_, UpdateMode::Merge) => "insert-or-merge".into(),
-            WriteOp::Delete { condition, .. } => format!("delete{}", cond_text(condition)),
-        };
-        format!("{what} {pk} / {rk}")
-    }
-}
-
-fn cond_text(c: &Condition) -> &'static str {
-    match c {
-        Condition::Force => " (forced)",
-        Condition::IfMatch(_) => "",
-    }
-}
+/// A write the app sends (through the journal): the journal's own mutation type.
+pub use crate::journal::Mutation as WriteOp;
 
 /// What the app should do after a key.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,7 +112,11 @@ impl Conflict {
                     partial.set(name.clone(), v.clone());
                 }
             }
-            WriteOp::Update(partial, UpdateMode::Merge, etag)
+            WriteOp::Update {
+                entity: partial,
+                mode: UpdateMode::Merge,
+                condition: etag,
+            }
         } else {
             let mut target = strip(server);
             for name in &self.changed {
@@ -168,7 +127,11 @@ impl Conflict {
             for name in &self.removed {
                 target.remove(name);
             }
-            WriteOp::Update(target, UpdateMode::Replace, etag)
+            WriteOp::Update {
+                entity: target,
+                mode: UpdateMode::Replace,
+                condition: etag,
+            }
         }
     }
 
@@ -176,11 +139,11 @@ impl Conflict {
     pub fn overwrite(&self) -> WriteOp {
         match &self.server {
             None => WriteOp::Insert(strip(&self.mine)),
-            Some(server) => WriteOp::Update(
-                strip(&self.mine),
-                UpdateMode::Replace,
-                Condition::IfMatch(server.etag.clone().unwrap_or_else(|| "*".into())),
-            ),
+            Some(server) => WriteOp::Update {
+                entity: strip(&self.mine),
+                mode: UpdateMode::Replace,
+                condition: Condition::IfMatch(server.etag.clone().unwrap_or_else(|| "*".into())),
+            },
         }
     }
 }
@@ -424,9 +387,10 @@ impl Editor {
             EditorKind::New | EditorKind::Clone => {
                 self.saving = true;
                 match self.mode {
-                    SaveMode::Upsert => {
-                        EditorAction::Save(WriteOp::Upsert(entity, UpdateMode::Replace))
-                    }
+                    SaveMode::Upsert => EditorAction::Save(WriteOp::Upsert {
+                        entity,
+                        mode: UpdateMode::Replace,
+                    }),
                     _ => EditorAction::Save(WriteOp::Insert(entity)),
                 }
             }
@@ -442,11 +406,11 @@ impl Editor {
                 }
                 self.saving = true;
                 match self.mode {
-                    SaveMode::Replace => EditorAction::Save(WriteOp::Update(
+                    SaveMode::Replace => EditorAction::Save(WriteOp::Update {
                         entity,
-                        UpdateMode::Replace,
-                        self.condition(),
-                    )),
+                        mode: UpdateMode::Replace,
+                        condition: self.condition(),
+                    }),
                     _ => {
                         // Merge sends only what changed: the rest of the entity is the server's.
                         let mut partial =
@@ -456,11 +420,11 @@ impl Editor {
                                 partial.set(name.clone(), v.clone());
                             }
                         }
-                        EditorAction::Save(WriteOp::Update(
-                            partial,
-                            UpdateMode::Merge,
-                            self.condition(),
-                        ))
+                        EditorAction::Save(WriteOp::Update {
+                            entity: partial,
+                            mode: UpdateMode::Merge,
+                            condition: self.condition(),
+                        })
                     }
                 }
             }
@@ -960,8 +924,11 @@ mod tests {
         ed.handle_key(&KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL));
         typed(&mut ed, "changed");
         ed.handle_key(&key(KeyCode::Enter));
-        let EditorAction::Save(WriteOp::Update(e, UpdateMode::Merge, Condition::IfMatch(etag))) =
-            ed.handle_key(&key(KeyCode::Char('s')))
+        let EditorAction::Save(WriteOp::Update {
+            entity: e,
+            mode: UpdateMode::Merge,
+            condition: Condition::IfMatch(etag),
+        }) = ed.handle_key(&key(KeyCode::Char('s')))
         else {
             panic!("expected a conditional merge")
         };
@@ -979,8 +946,11 @@ mod tests {
         assert!(
             matches!(ed.prompt, Some(Prompt::ConfirmReplace(ref r)) if r == &["Note".to_string()])
         );
-        let EditorAction::Save(WriteOp::Update(e, UpdateMode::Replace, Condition::IfMatch(_))) =
-            ed.handle_key(&key(KeyCode::Char('y')))
+        let EditorAction::Save(WriteOp::Update {
+            entity: e,
+            mode: UpdateMode::Replace,
+            condition: Condition::IfMatch(_),
+        }) = ed.handle_key(&key(KeyCode::Char('y')))
         else {
             panic!("expected a conditional replace")
         };
@@ -1053,12 +1023,22 @@ mod tests {
             panic!()
         };
         assert_eq!(c.changed, ["Note"]);
-        let WriteOp::Update(e, UpdateMode::Merge, Condition::IfMatch(etag)) = c.reapply() else {
+        let WriteOp::Update {
+            entity: e,
+            mode: UpdateMode::Merge,
+            condition: Condition::IfMatch(etag),
+        } = c.reapply()
+        else {
             panic!()
         };
         assert_eq!(etag, "W/\"2\"");
         assert_eq!(e.properties.len(), 1);
-        let WriteOp::Update(e, UpdateMode::Replace, Condition::IfMatch(_)) = c.overwrite() else {
+        let WriteOp::Update {
+            entity: e,
+            mode: UpdateMode::Replace,
+            condition: Condition::IfMatch(_),
+        } = c.overwrite()
+        else {
             panic!()
         };
         assert!(e.get("Other").is_none());

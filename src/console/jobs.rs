@@ -9,9 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::editor::WriteOp;
 use super::event::{Command, Event, JobId, JobOutput, WriteDone, WriteFailure};
 use crate::azure::{TableClient, TableError};
-use crate::journal::{
-    journaled_write, session_id, undo, Journal, Mutation, UndoError, UndoOutcome,
-};
+use crate::journal::{journaled_write, session_id, undo, Journal, UndoError, UndoOutcome};
 
 /// Empty pages followed in a row before the job reports progress and keeps going.
 const MAX_EMPTY_PAGES: u32 = 10_000;
@@ -207,25 +205,7 @@ pub async fn write(
     table: &str,
     op: WriteOp,
 ) -> Result<WriteDone, WriteFailure> {
-    let mutation = match op {
-        WriteOp::Insert(e) => Mutation::Insert(e),
-        WriteOp::Update(entity, mode, condition) => Mutation::Update {
-            entity,
-            mode,
-            condition,
-        },
-        WriteOp::Upsert(entity, mode) => Mutation::Upsert { entity, mode },
-        WriteOp::Delete {
-            partition_key,
-            row_key,
-            condition,
-        } => Mutation::Delete {
-            partition_key,
-            row_key,
-            condition,
-        },
-    };
-    match journaled_write(journal, client, profile, table, mutation).await {
+    match journaled_write(journal, client, profile, table, op).await {
         Ok((o, id)) => Ok(WriteDone {
             etag: o.etag.clone(),
             note: o.note().map(str::to_string),

@@ -59,7 +59,14 @@ async fn every_type_typed_into_the_form_reads_back_identical_from_a_second_clien
         }
     }
     let op = save(&mut ed);
-    assert!(matches!(op, WriteOp::Update(_, UpdateMode::Merge, _)));
+    assert!(matches!(
+        op,
+        WriteOp::Update {
+            entity: _,
+            mode: UpdateMode::Merge,
+            condition: _
+        }
+    ));
     jobs::write(&j, &c, "test", &table, op).await.unwrap();
     let again = client().get_entity(&table, "p", "typed").await.unwrap();
     for p in &wanted.properties {
@@ -148,7 +155,14 @@ async fn removing_a_property_goes_through_replace_and_undo_restores_the_before_i
     let EditorAction::Save(op) = ed.handle_key(&key(KeyCode::Char('y'))) else {
         panic!()
     };
-    assert!(matches!(op, WriteOp::Update(_, UpdateMode::Replace, _)));
+    assert!(matches!(
+        op,
+        WriteOp::Update {
+            entity: _,
+            mode: UpdateMode::Replace,
+            condition: _
+        }
+    ));
     jobs::write(&j, &c, "test", &table, op).await.unwrap();
     assert!(client()
         .get_entity(&table, "p", "r")
