@@ -711,7 +711,7 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
         Overlay::Help { scroll } => {
             let area = centered(frame.area(), 96, frame.area().height.saturating_sub(2));
             frame.render_widget(Clear, area);
-            let block = popup(t, "Keys (live bindings) · Esc closes");
+            let block = popup(t, "Keys (live bindings) · j/k scroll · Esc closes");
             let inner = block.inner(area);
             frame.render_widget(block, area);
             let mut lines = Vec::new();
@@ -731,12 +731,60 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
                     ":theme NAME",
                     "switch theme (dark, light, high-contrast, ansi16, yours)",
                 ),
+                (
+                    ":undo",
+                    "revert this session's last change (conditional on its ETag)",
+                ),
+                (":dashboard", "the live partition dashboard (also 4)"),
                 (":q", "quit"),
             ] {
                 lines.push(Line::from(vec![
                     Span::styled(format!("{cmd:>14}  "), t.style(Slot::StatusKey)),
                     Span::raw(what),
                 ]));
+            }
+            // Keys that belong to one view, listed where people look for them.
+            for (heading, rows) in [
+                (
+                    "In the editor",
+                    &[
+                        ("enter", "edit the cell (alt-enter: line break in a string)"),
+                        ("t", "pick the type (the value is re-checked for it)"),
+                        ("a / x", "add / remove a property"),
+                        (
+                            "s, ctrl-s",
+                            "save: merge on the loaded ETag (replace when removing)",
+                        ),
+                        (
+                            "m",
+                            "merge ⇄ replace (new entity: insert ⇄ insert-or-replace)",
+                        ),
+                        ("F", "unconditional write, after typing force"),
+                        ("E", "edit as JSON in $VISUAL / $EDITOR"),
+                        (
+                            "r / o / d",
+                            "after a conflict: re-apply / overwrite / discard",
+                        ),
+                    ][..],
+                ),
+                (
+                    "On the dashboard",
+                    &[
+                        ("s", "sort by entities/s or by throttling"),
+                        ("w", "window: 60 s, 5 min, 10 s"),
+                        ("space", "pause / resume"),
+                        ("x / X", "export the view to JSON / CSV"),
+                    ][..],
+                ),
+            ] {
+                lines.push(Line::from(""));
+                lines.push(Line::from(Span::styled(heading, t.style(Slot::Header))));
+                for (k, what) in rows {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("{k:>14}  "), t.style(Slot::StatusKey)),
+                        Span::raw(*what),
+                    ]));
+                }
             }
             frame.render_widget(Paragraph::new(lines).scroll((*scroll, 0)), inner);
         }
