@@ -9,3 +9,4 @@ pub mod demo;
 pub mod emulator;
 pub mod journal;
 pub mod proxy;
+pub mod stress;
