@@ -90,6 +90,69 @@ pub enum Command {
     Journal(JournalArgs),
     /// Run a monitoring proxy in front of a Table endpoint: point an application's TableEndpoint at it.
     Proxy(ProxyArgs),
+    /// The seeds' partition stress test: ramp concurrent writers on one partition (or N) in a
+    /// throwaway table and report the knee, where throttling starts. Removes its table.
+    Stress(StressArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StressArgs {
+    /// Partitions written at once (workers are spread over them).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub partitions: usize,
+    /// Concurrent writers per step, comma-separated.
+    #[arg(
+        long,
+        value_name = "C,C,…",
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16,32,64"
+    )]
+    pub steps: Vec<usize>,
+    /// Seconds per step (the first second of each is warm-up, excluded from its rates).
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    pub step_secs: f64,
+    /// Throttled % above which a step is past the knee.
+    #[arg(long, value_name = "P", default_value_t = 5.0)]
+    pub threshold_pct: f64,
+    /// Stop after this many requests in all.
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    pub max_requests: u64,
+    /// Stop after this many seconds in all.
+    #[arg(long, value_name = "S", default_value_t = 600)]
+    pub max_secs: u64,
+    /// Size of each entity's payload in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    pub entity_bytes: usize,
+    /// Entities per request: 1 writes single entities, more sends batches (up to 100).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub batch: usize,
+    /// Leave the test table in place at the end.
+    #[arg(long)]
+    pub keep_table: bool,
+}
+
+impl StressArgs {
+    /// The engine's settings; the partition target comes from the config's targets.
+    pub fn config(&self, partition_target: f64) -> Result<crate::stress::StressConfig, Failure> {
+        if !(self.step_secs.is_finite() && (0.5..=3600.0).contains(&self.step_secs)) {
+            return Err(Failure::usage("--step-secs must be from 0.5 to 3600"));
+        }
+        let config = crate::stress::StressConfig {
+            partitions: self.partitions,
+            steps: self.steps.clone(),
+            step_duration: std::time::Duration::from_secs_f64(self.step_secs),
+            threshold_pct: self.threshold_pct,
+            max_requests: self.max_requests,
+            max_duration: std::time::Duration::from_secs(self.max_secs),
+            entity_bytes: self.entity_bytes,
+            batch_size: self.batch,
+            keep_table: self.keep_table,
+            partition_target,
+            ..crate::stress::StressConfig::default()
+        };
+        config.check().map_err(|e| Failure::usage(e.to_string()))?;
+        Ok(config)
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -472,6 +535,10 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
                 "proxy needs no connection; it is run by the binary's run_proxy",
             ))
         }
+        Command::Stress(args) => {
+            // Without a signal to stop on, the test runs to its own bounds.
+            stress(args, session, std::future::pending()).await?
+        }
         Command::Tables { action: None } => {
             let mut next: Option<String> = None;
             loop {
@@ -601,6 +668,123 @@ pub async fn run(command: Command, session: &Session) -> Result<(), Failure> {
         }
     }
     out.flush()
+}
+
+/// `tabletop stress`: each step's line on stdout as it completes, then the knee and why it
+/// stopped; progress on stderr. `stop` (Ctrl-C, SIGTERM) cancels the test, which still removes
+/// its table; a cancelled test prints what it measured and exits 1.
+pub async fn stress(
+    args: StressArgs,
+    session: &Session,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), Failure> {
+    use crate::stress::{self, StopReason};
+    use tokio_util::sync::CancellationToken;
+
+    // Refused before anything is created (the engine checks too).
+    if session.client.is_read_only() {
+        return Err(TableError::ReadOnly {
+            operation: "stress test",
+        }
+        .into());
+    }
+    let config = args.config(f64::from(
+        session.config.config.targets.partition_entities_per_s,
+    ))?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    let engine = stress::run(&session.client, config, tx, cancel.clone());
+    tokio::pin!(engine);
+    tokio::pin!(stop);
+    let mut out = Out::new();
+    let mut stopping = false;
+    let mut progress_shown = false;
+    let result = loop {
+        tokio::select! {
+            r = &mut engine => break r,
+            _ = &mut stop, if !stopping => {
+                stopping = true;
+                eprintln!("\ntabletop stress: stopping; removing the test table…");
+                cancel.cancel();
+            }
+            Some(event) = rx.recv() => show_stress_event(event, &mut out, &mut progress_shown)?,
+        }
+    };
+    // The last step's line may still be queued when the engine returns.
+    while let Ok(event) = rx.try_recv() {
+        show_stress_event(event, &mut out, &mut progress_shown)?;
+    }
+    if progress_shown {
+        eprint!("\r\x1b[2K");
+    }
+    let report = result.map_err(|e| match e {
+        stress::StressError::Config(m) => Failure::usage(m),
+        stress::StressError::ReadOnly => Failure::with_code(5, e.to_string()),
+        other => Failure::with_code(1, other.to_string()),
+    })?;
+    out.line(&report.summary())?;
+    out.flush()?;
+    if let Some(e) = &report.cleanup_error {
+        return Err(Failure::with_code(
+            1,
+            format!("table {}: {e}", report.table),
+        ));
+    }
+    if report.stopped == StopReason::Cancelled {
+        return Err(Failure::with_code(1, "stress test cancelled"));
+    }
+    Ok(())
+}
+
+/// One engine event on the terminal: lines on stdout, the live progress line on stderr.
+fn show_stress_event(
+    event: crate::stress::StressEvent,
+    out: &mut Out,
+    progress_shown: &mut bool,
+) -> Result<(), Failure> {
+    use crate::stress::{self, StressEvent};
+    match event {
+        StressEvent::Started {
+            table,
+            partitions,
+            steps,
+            step_duration,
+            warm_up,
+            ..
+        } => {
+            eprintln!(
+                "tabletop stress: {} steps of {:.1} s on table {table}; Ctrl-C stops and removes it",
+                steps.len(),
+                step_duration.as_secs_f64()
+            );
+            out.line(&stress::heading(&table, partitions, warm_up))?;
+            out.line(stress::StepResult::header())?;
+            out.flush()?;
+        }
+        // A live line only on a terminal: in a log it would be noise.
+        StressEvent::Progress(p) if io::IsTerminal::is_terminal(&io::stderr()) => {
+            eprint!(
+                "\r\x1b[2Kstep {} · concurrency {} · {:.1}/{:.1} s · {:.0} ok entities/s · {} throttled",
+                p.step,
+                p.concurrency,
+                p.elapsed.as_secs_f64(),
+                p.step_duration.as_secs_f64(),
+                p.rate(),
+                p.throttled_so_far
+            );
+            *progress_shown = true;
+        }
+        StressEvent::Step(s) => {
+            if *progress_shown {
+                eprint!("\r\x1b[2K");
+                *progress_shown = false;
+            }
+            out.line(&s.line())?;
+            out.flush()?;
+        }
+        StressEvent::Progress(_) | StressEvent::Finished(_) | StressEvent::Failed(_) => {}
+    }
+    Ok(())
 }
 
 fn report_write(

@@ -10,3 +10,4 @@ pub mod emulator;
 pub mod journal;
 pub mod metrics;
 pub mod proxy;
+pub mod stress;

@@ -41,6 +41,10 @@ async fn run(args: Cli) -> Result<(), Failure> {
             let dashboard = !args.headless;
             run_proxy(args, dashboard, &global).await
         }
+        Some(Command::Stress(args)) => {
+            let session = cli::connect(&global)?;
+            cli::stress(args, &session, shutdown_signal()).await
+        }
         Some(command) => {
             let session = cli::connect(&global)?;
             match cli::run(command, &session).await {

@@ -12,6 +12,7 @@ pub mod input;
 pub mod jobs;
 pub mod keys;
 pub mod run;
+pub mod stress_view;
 pub mod terminal;
 pub mod theme;
 pub mod ui;

@@ -13,3 +13,4 @@ mod faults;
 mod harness_smoke;
 mod journal;
 mod proxy;
+mod stress;
