@@ -13,4 +13,3 @@ mod faults;
 mod harness_smoke;
 mod journal;
 mod proxy;
-mod stress;

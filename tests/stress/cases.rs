@@ -51,6 +51,7 @@ async fn tables_with(client: &TableClient, prefix: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_knee_is_found_near_the_throttle_and_the_table_removed() {
+    let _turn = crate::ONE_AT_A_TIME.lock().await;
     let _turn = HEAVY.lock().await;
     let proxy = throttling_proxy().await;
     let client = client_through(&proxy);
@@ -138,6 +139,7 @@ async fn the_knee_is_found_near_the_throttle_and_the_table_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_run_removes_its_table() {
+    let _turn = crate::ONE_AT_A_TIME.lock().await;
     let _turn = HEAVY.lock().await;
     let proxy = throttling_proxy().await;
     let client = client_through(&proxy);
@@ -178,6 +180,7 @@ async fn a_cancelled_run_removes_its_table() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_refuses_before_creating_anything() {
+    let _turn = crate::ONE_AT_A_TIME.lock().await;
     let client = TableClient::new(
         Account::from_connection_string(&support::azurite().connection_string()).unwrap(),
         ClientOptions {
@@ -200,6 +203,7 @@ async fn read_only_refuses_before_creating_anything() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_prints_each_step_and_the_knee() {
+    let _turn = crate::ONE_AT_A_TIME.lock().await;
     let _turn = HEAVY.lock().await;
     let proxy = throttling_proxy().await;
     let cs = format!(
