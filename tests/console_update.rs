@@ -627,3 +627,46 @@ fn a_tick_turns_the_spinner_only_while_work_is_pending() {
     assert!(!a.dirty, "the spinner stops once the answer is in");
     assert_eq!(a.spinner, 1);
 }
+
+#[test]
+fn stress_starts_a_job_shows_its_view_and_esc_stops_it() {
+    use tabletop::console::app::Pane;
+    use tabletop::console::event::{Command, Event, JobOutput};
+    let mut app = app_with_tables(&["Orders"]);
+    app.take_commands();
+    type_command(&mut app, "stress 2");
+    let cmds = app.take_commands();
+    let (job, partitions) = cmds
+        .iter()
+        .find_map(|c| match c {
+            Command::Stress { job, config, .. } => Some((*job, config.partitions)),
+            _ => None,
+        })
+        .expect("a stress job");
+    assert_eq!(partitions, 2);
+    assert_eq!(app.focus, Pane::Stress);
+    press(&mut app, KeyCode::Esc);
+    assert!(app
+        .take_commands()
+        .iter()
+        .any(|c| matches!(c, Command::Cancel(j) if *j == job)));
+    // The job reports its end; Esc then leaves the view.
+    app.update(Event::Job(job, JobOutput::Done(Err("cancelled".into()))));
+    press(&mut app, KeyCode::Esc);
+    assert_ne!(app.focus, Pane::Stress);
+}
+
+#[test]
+fn stress_is_refused_on_a_read_only_profile() {
+    let mut app = app(vec![tabletop::console::app::Source::new(
+        "prod",
+        Ok(client()),
+        true,
+        None,
+    )]);
+    type_command(&mut app, "stress");
+    assert!(app
+        .take_commands()
+        .iter()
+        .all(|c| !matches!(c, tabletop::console::event::Command::Stress { .. })));
+}

@@ -15,6 +15,7 @@ use super::event::{Command, Event, JobId, JobOutput};
 use super::grid::Grid;
 use super::input::{Input, InputResult};
 use super::keys::{Action, Keymap};
+use super::stress_view::StressView;
 use super::theme::Theme;
 use crate::azure::filter;
 use crate::azure::{Entity, QuerySpec, TableClient, Telemetry};
@@ -74,6 +75,7 @@ pub enum Pane {
     Entity,
     Editor,
     Dashboard,
+    Stress,
 }
 
 /// What an awaited job's result is for (beyond table lists and grid pages).
@@ -238,6 +240,8 @@ pub struct App {
     pub journal: Result<Arc<Journal>, String>,
     pub dashboard: Dashboard,
     last_dashboard_refresh: std::time::Instant,
+    /// The stress test shown (its job while it runs).
+    pub stress: Option<(Option<JobId>, StressView)>,
 }
 
 pub struct AppOptions {
@@ -294,6 +298,7 @@ impl App {
             journal: options.journal,
             dashboard: options.dashboard,
             last_dashboard_refresh: std::time::Instant::now(),
+            stress: None,
         };
         // The first source opens at start so the user sees tables at once.
         if !app.sources.is_empty() {
@@ -527,6 +532,23 @@ impl App {
                 Pane::Grid => self.grid_action(action),
                 Pane::Entity => self.entity_action(action),
                 Pane::Editor => {}
+                Pane::Stress => {
+                    if action == Action::Back {
+                        match self.stress.as_ref().and_then(|(job, _)| *job) {
+                            Some(job) => {
+                                self.commands.push(Command::Cancel(job));
+                                self.info("stopping the stress test and removing its table…");
+                            }
+                            None => {
+                                self.focus = if self.grid.is_some() {
+                                    Pane::Grid
+                                } else {
+                                    Pane::Tables
+                                }
+                            }
+                        }
+                    }
+                }
                 Pane::Dashboard => {
                     if action == Action::Back {
                         self.focus = if self.grid.is_some() {
@@ -1545,6 +1567,28 @@ impl App {
                 self.overlay = Some(Overlay::Help { scroll: 0 });
                 Ok(())
             }
+            "stress" => {
+                let si = self.current_source().ok_or("no profile selected")?;
+                if self.source_read_only(si) {
+                    return Err(format!("{} is read-only: the stress test writes to a table it creates", self.sources[si].name));
+                }
+                if self.stress.as_ref().is_some_and(|(job, _)| job.is_some()) {
+                    self.focus = Pane::Stress;
+                    return Err("a stress test is already running (Esc stops it)".into());
+                }
+                let client = self.sources[si].client.clone()?;
+                let mut config = crate::stress::StressConfig::default();
+                if !arg.is_empty() {
+                    config.partitions = arg.parse().map_err(|_| format!("usage: :stress [PARTITIONS] ('{arg}' is not a number)"))?;
+                }
+                config.check().map_err(|e| e.to_string())?;
+                let job = self.job();
+                self.stress = Some((Some(job), StressView::default()));
+                self.commands.push(Command::Stress { job, client, config });
+                self.focus = Pane::Stress;
+                self.info("stress test started: Esc stops it (its table is removed either way)");
+                Ok(())
+            }
             "dashboard" | "dash" => {
                 self.on_action(Action::FocusDashboard);
                 Ok(())
@@ -1564,7 +1608,7 @@ impl App {
             }
             "" => Ok(()),
             other => Err(format!(
-                "unknown command ':{other}' (try :table NAME, :profile NAME, :filter EXPR, :undo, :dashboard, :theme NAME, :help, :q)"
+                "unknown command ':{other}' (try :table NAME, :profile NAME, :filter EXPR, :undo, :dashboard, :stress, :theme NAME, :help, :q)"
             )),
         }
     }
@@ -1650,6 +1694,24 @@ impl App {
     // ---- job results --------------------------------------------------------------------
 
     fn on_job(&mut self, id: JobId, output: JobOutput) {
+        if let Some((job, view)) = self.stress.as_mut() {
+            if *job == Some(id) {
+                match output {
+                    JobOutput::Stress(ev) => view.apply(ev),
+                    JobOutput::Done(result) => {
+                        *job = None;
+                        self.awaited.remove(&id);
+                        match result {
+                            Ok(line) => self.success(format!("stress test done: {line}")),
+                            Err(e) => self.error(format!("stress test: {e}")),
+                        }
+                    }
+                    _ => {}
+                }
+                self.dirty = true;
+                return;
+            }
+        }
         if let JobOutput::Scanned(n) = output {
             if let Some(g) = self.grid.as_mut().filter(|g| g.loading == Some(id)) {
                 g.scanned = n;

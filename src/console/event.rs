@@ -41,12 +41,21 @@ pub enum JobOutput {
     Written(Result<WriteDone, WriteFailure>),
     /// Text back from `$EDITOR`.
     Edited(Result<String, String>),
+    /// A stress test's progress (the job goes on).
+    Stress(crate::stress::StressEvent),
     /// `:undo` met a change made since: the three versions for the conflict view.
     UndoConflict {
         table: String,
         conflict: Box<crate::journal::UndoConflict>,
     },
     Cancelled,
+}
+
+impl JobOutput {
+    /// Progress of a job that goes on (its final result comes later).
+    pub fn is_progress(&self) -> bool {
+        matches!(self, JobOutput::Scanned(_) | JobOutput::Stress(_))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +131,12 @@ pub enum Command {
     ExternalEdit {
         job: JobId,
         text: String,
+    },
+    /// The seeds' partition stress test on a throwaway table of this account.
+    Stress {
+        job: JobId,
+        client: TableClient,
+        config: crate::stress::StressConfig,
     },
     /// Write the dashboard's view to a file in the working directory.
     Export {

@@ -46,6 +46,32 @@ impl Jobs {
     pub fn spawn(&mut self, command: Command) {
         let tx = self.tx.clone();
         let token = CancellationToken::new();
+        if let Command::Stress {
+            job,
+            client,
+            config,
+        } = command
+        {
+            // Cancelling a stress test must let it remove its table, so it gets the token
+            // instead of being dropped.
+            self.running.insert(job, token.clone());
+            tokio::spawn(async move {
+                let (events, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let forward_tx = tx.clone();
+                let forward = tokio::spawn(async move {
+                    while let Some(ev) = rx.recv().await {
+                        let _ = forward_tx.send(Event::Job(job, JobOutput::Stress(ev)));
+                    }
+                });
+                let result = crate::stress::run(&client, config, events, token).await;
+                let _ = forward.await;
+                let _ = tx.send(Event::Job(
+                    job,
+                    JobOutput::Done(result.map(|r| r.knee_line()).map_err(|e| e.to_string())),
+                ));
+            });
+            return;
+        }
         let (id, work): (
             JobId,
             std::pin::Pin<Box<dyn std::future::Future<Output = JobOutput> + Send>>,
@@ -56,7 +82,8 @@ impl Jobs {
                 }
                 return;
             }
-            Command::Copy(_) | Command::ExternalEdit { .. } => return,
+            // Copy and $EDITOR belong to the run loop; a stress test was started above.
+            Command::Copy(_) | Command::ExternalEdit { .. } | Command::Stress { .. } => return,
             Command::Write {
                 job,
                 journal,

@@ -94,7 +94,7 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
             },
             Some(ev) = rx.recv() => {
                 if let Event::Job(id, ref out) = ev {
-                    if !matches!(out, super::event::JobOutput::Scanned(_)) {
+                    if !out.is_progress() {
                         jobs.finished(id);
                     }
                 }
@@ -102,7 +102,7 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
                 // Drain what else is ready so a burst of results costs one frame.
                 while let Ok(ev) = rx.try_recv() {
                     if let Event::Job(id, ref out) = ev {
-                        if !matches!(out, super::event::JobOutput::Scanned(_)) {
+                        if !out.is_progress() {
                             jobs.finished(id);
                         }
                     }

@@ -34,6 +34,10 @@ pub fn draw(frame: &mut Frame, app: &App) -> Areas {
         (Pane::Dashboard, _) => {
             super::dashboard::draw(frame, &app.theme, &app.dashboard, main, true)
         }
+        (Pane::Stress, _) => match &app.stress {
+            Some((_, view)) => super::stress_view::draw(frame, &app.theme, view, main),
+            None => draw_grid(frame, app, main),
+        },
         _ => draw_grid(frame, app, main),
     }
     draw_status(frame, app, status);
@@ -736,6 +740,10 @@ fn draw_overlay(frame: &mut Frame, app: &App, overlay: &Overlay, main: Rect, sta
                     "revert this session's last change (conditional on its ETag)",
                 ),
                 (":dashboard", "the live partition dashboard (also 4)"),
+                (
+                    ":stress [N]",
+                    "the seeds' partition stress test on N partitions (Esc stops)",
+                ),
                 (":q", "quit"),
             ] {
                 lines.push(Line::from(vec![

@@ -70,7 +70,8 @@ pub fn job_of(c: &Command) -> Option<JobId> {
         | Command::Write { job, .. }
         | Command::ExternalEdit { job, .. }
         | Command::Undo { job, .. }
-        | Command::Export { job, .. } => Some(*job),
+        | Command::Export { job, .. }
+        | Command::Stress { job, .. } => Some(*job),
         Command::Cancel(_) | Command::Copy(_) => None,
     }
 }
