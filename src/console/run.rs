@@ -17,6 +17,8 @@ use super::terminal::{self, TerminalGuard};
 use super::ui;
 
 const FRAME: Duration = Duration::from_millis(16);
+/// The shortest gap between frames that answer keys (auto-repeat still coalesces).
+const KEY_FRAME: Duration = Duration::from_millis(4);
 const TICK: Duration = Duration::from_millis(100);
 /// The dashboard's refresh while it is on screen.
 const DASHBOARD_TICK: Duration = Duration::from_secs(1);
@@ -32,6 +34,7 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
     let mut input = EventStream::new();
     let mut signals = Signals::new()?;
     let mut last_draw: Option<Instant> = None;
+    let mut key_pending = false;
 
     loop {
         for command in app.take_commands() {
@@ -56,16 +59,20 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
         if app.should_quit {
             break;
         }
+        // A key is answered at once (a typist's keys are far apart); other changes wait for
+        // the next frame slot, so bursts of results cost one frame.
+        let frame = if key_pending { KEY_FRAME } else { FRAME };
         if app.dirty {
-            let due = last_draw.map_or(Duration::ZERO, |t| FRAME.saturating_sub(t.elapsed()));
+            let due = last_draw.map_or(Duration::ZERO, |t| frame.saturating_sub(t.elapsed()));
             if due.is_zero() {
                 draw(&mut terminal, &mut app)?;
                 last_draw = Some(Instant::now());
+                key_pending = false;
             }
         }
         // Wait for the next event; wake for a pending redraw or the spinner only when needed.
         let redraw_in = if app.dirty {
-            Some(last_draw.map_or(Duration::ZERO, |t| FRAME.saturating_sub(t.elapsed())))
+            Some(last_draw.map_or(Duration::ZERO, |t| frame.saturating_sub(t.elapsed())))
         } else if app.busy() {
             Some(TICK)
         } else if app.dashboard_live() {
@@ -81,7 +88,10 @@ pub async fn run(mut app: App) -> anyhow::Result<()> {
         };
         tokio::select! {
             ev = input.next() => match ev {
-                Some(Ok(TermEvent::Key(k))) => app.update(Event::Key(k)),
+                Some(Ok(TermEvent::Key(k))) => {
+                    app.update(Event::Key(k));
+                    key_pending = true;
+                }
                 Some(Ok(TermEvent::Mouse(m))) => app.update(Event::Mouse(m)),
                 Some(Ok(TermEvent::Resize(w, h))) => {
                     terminal.autoresize()?;

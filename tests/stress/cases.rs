@@ -216,10 +216,11 @@ async fn the_cli_prints_each_step_and_the_knee() {
             "--connection-string",
             &cs,
             "stress",
+            // The same steps as the engine test: coarser steps make the knee estimate coarse.
             "--steps",
-            "1,4,16,64",
+            "1,2,4,8,16,32,64",
             "--step-secs",
-            "2",
+            "3",
             "--max-requests",
             "50000",
             "--entity-bytes",
