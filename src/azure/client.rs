@@ -260,6 +260,17 @@ impl RawResponse {
         ))
     }
 
+    /// A write's result: its new ETag, or the service's error.
+    fn into_write_outcome(self) -> Result<WriteOutcome> {
+        let attempts = self.attempts;
+        let raw = self.error_if_failed()?;
+        Ok(WriteOutcome {
+            etag: raw.header("etag"),
+            attempts,
+            probably_done_earlier: false,
+        })
+    }
+
     fn error_if_failed(self) -> Result<RawResponse> {
         if self.is_success() {
             Ok(self)
@@ -686,13 +697,7 @@ impl TableClient {
                 }
             }
         }
-        let attempts = raw.attempts;
-        let raw = raw.error_if_failed()?;
-        Ok(WriteOutcome {
-            etag: raw.header("etag"),
-            attempts,
-            probably_done_earlier: false,
-        })
+        raw.into_write_outcome()
     }
 
     /// Replace or merge, conditional on `condition`.
@@ -738,13 +743,7 @@ impl TableClient {
                 }
             }
         }
-        let attempts = raw.attempts;
-        let raw = raw.error_if_failed()?;
-        Ok(WriteOutcome {
-            etag: raw.header("etag"),
-            attempts,
-            probably_done_earlier: false,
-        })
+        raw.into_write_outcome()
     }
 
     /// Insert-or-replace / insert-or-merge: unconditional by nature (no `If-Match`).
@@ -761,13 +760,7 @@ impl TableClient {
         self.check_write(op, table, entity)?;
         let req = self.write_request(table, entity, mode, operation);
         let raw = self.send(req).await?;
-        let attempts = raw.attempts;
-        let raw = raw.error_if_failed()?;
-        Ok(WriteOutcome {
-            etag: raw.header("etag"),
-            attempts,
-            probably_done_earlier: false,
-        })
+        raw.into_write_outcome()
     }
 
     pub async fn delete_entity(
