@@ -390,11 +390,17 @@ fn read_only_sources_refuse_create_and_delete_with_a_message() {
     answer_tables(&mut a, &tables(), None);
     press_char(&mut a, 'i');
     assert_eq!(a.overlay, None);
-    assert_eq!(message(&a), "prod is read-only: tables cannot be created");
+    assert_eq!(
+        message(&a),
+        "prod is read-only: tables cannot be created (the profile's read_only or --read-only)"
+    );
     press_char(&mut a, 'j');
     press_char(&mut a, 'd');
     assert_eq!(a.overlay, None);
-    assert_eq!(message(&a), "prod is read-only: tables cannot be deleted");
+    assert_eq!(
+        message(&a),
+        "prod is read-only: tables cannot be deleted (the profile's read_only or --read-only)"
+    );
     assert!(commands(&mut a).is_empty());
 }
 

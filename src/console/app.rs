@@ -715,12 +715,7 @@ impl App {
             }
             Action::Insert => {
                 if let Some(si) = self.row_source(rows.get(cursor)) {
-                    if self.source_read_only(si) {
-                        self.error(format!(
-                            "{} is read-only: tables cannot be created",
-                            self.sources[si].name
-                        ));
-                    } else {
+                    if !self.refuse_read_only(si, "tables cannot be created") {
                         self.overlay = Some(Overlay::CreateTable {
                             source: si,
                             name: Input::default(),
@@ -732,12 +727,7 @@ impl App {
             Action::Delete => {
                 if let Some(TreeRow::Table(si, ti)) = rows.get(cursor) {
                     let (si, ti) = (*si, *ti);
-                    if self.source_read_only(si) {
-                        self.error(format!(
-                            "{} is read-only: tables cannot be deleted",
-                            self.sources[si].name
-                        ));
-                    } else {
+                    if !self.refuse_read_only(si, "tables cannot be deleted") {
                         self.overlay = Some(Overlay::DeleteTable {
                             source: si,
                             table: self.sources[si].tables[ti].clone(),
@@ -779,6 +769,18 @@ impl App {
         match row? {
             TreeRow::Source(si) | TreeRow::Table(si, _) | TreeRow::Status(si) => Some(*si),
         }
+    }
+
+    /// Says why a write is refused on a read-only source; true when it was refused.
+    fn refuse_read_only(&mut self, si: usize, what: &str) -> bool {
+        let refused = self.source_read_only(si);
+        if refused {
+            self.error(format!(
+                "{} is read-only: {what} (the profile's read_only or --read-only)",
+                self.sources[si].name
+            ));
+        }
+        refused
     }
 
     pub fn source_read_only(&self, si: usize) -> bool {
@@ -989,12 +991,7 @@ impl App {
                         keys.push((e.partition_key.clone(), e.row_key.clone(), e.etag.clone()));
                     }
                 }
-                if self.source_read_only(si) {
-                    self.error(format!(
-                        "{} is read-only: entities cannot be deleted",
-                        self.sources[si].name
-                    ));
-                } else if !keys.is_empty() {
+                if !self.refuse_read_only(si, "entities cannot be deleted") && !keys.is_empty() {
                     self.overlay = Some(Overlay::DeleteEntities { keys });
                 }
             }
